@@ -91,6 +91,16 @@ func NewApp(out, errOut io.Writer) *cli.App {
 	cmds := append([]*cli.Command(nil), registry...)
 	regMu.Unlock()
 	sort.Slice(cmds, func(i, j int) bool { return cmds[i].Name < cmds[j].Name })
+	if len(benchCommands()) == 0 {
+		// Only commands that work are listed: hide bench until it has one.
+		kept := cmds[:0]
+		for _, c := range cmds {
+			if c.Name != "bench" {
+				kept = append(kept, c)
+			}
+		}
+		cmds = kept
+	}
 	app := &cli.App{
 		Name:      "sfstate",
 		Usage:     "inspect, migrate, rescale and verify Flink-compatible stream state",
@@ -109,6 +119,9 @@ func NewApp(out, errOut io.Writer) *cli.App {
 		},
 	}
 	for _, c := range cmds {
+		if c.Name == "bench" {
+			c.Subcommands = benchCommands()
+		}
 		if c.OnUsageError == nil {
 			c.OnUsageError = func(c *cli.Context, err error, _ bool) error { return Fail(ExitUsage, err) }
 		}
