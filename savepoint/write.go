@@ -1,0 +1,259 @@
+package savepoint
+
+import (
+	"fmt"
+
+	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
+)
+
+// EncodeMetadata serializes md in md.Version's layout. For V4+ the kept
+// Trailer is appended verbatim; a V4+ model without trailer is an error
+// (write V3 instead, which every Flink 1.15+ reads).
+func EncodeMetadata(md *Metadata) ([]byte, error) {
+	if md.Version < MinMetadataVersion || md.Version > MaxMetadataVersion {
+		return nil, fmt.Errorf("savepoint: cannot write metadata version %d", md.Version)
+	}
+	if md.Version >= 4 && len(md.Trailer) == 0 {
+		return nil, fmt.Errorf("savepoint: metadata version %d needs the CheckpointProperties trailer; write version 3 instead", md.Version)
+	}
+	if md.Version == 3 && len(md.Trailer) != 0 {
+		return nil, fmt.Errorf("savepoint: metadata version 3 has no trailer")
+	}
+	w := &writer{v: md.Version}
+	e := &w.e
+	e.PutI32(int32(uint32(MetadataMagic)))
+	e.PutI32(int32(md.Version))
+	e.PutI64(md.CheckpointID)
+	e.PutI32(int32(len(md.MasterStates)))
+	for _, ms := range md.MasterStates {
+		var blk binfmt.Encbuf
+		blk.PutI32(ms.Version)
+		w.utf(&blk, ms.Name)
+		blk.PutI32(int32(len(ms.Payload)))
+		blk.PutBytes(ms.Payload)
+		e.PutI32(masterStateMagic)
+		e.PutI32(int32(blk.Len()))
+		e.PutBytes(blk.B)
+	}
+	e.PutI32(int32(len(md.Operators)))
+	for _, op := range md.Operators {
+		w.operator(op)
+	}
+	e.PutBytes(md.Trailer)
+	if w.err != nil {
+		return nil, w.err
+	}
+	return e.B, nil
+}
+
+type writer struct {
+	e   binfmt.Encbuf
+	v   int
+	err error
+}
+
+func (w *writer) utf(e *binfmt.Encbuf, s string) {
+	if err := e.PutUTF(s); err != nil && w.err == nil {
+		w.err = err
+	}
+}
+
+func (w *writer) fail(format string, args ...any) {
+	if w.err == nil {
+		w.err = fmt.Errorf("savepoint: "+format, args...)
+	}
+}
+
+func (w *writer) operator(op *OperatorState) {
+	e := &w.e
+	if w.v >= 5 {
+		w.utf(e, op.Name)
+		w.utf(e, op.UID)
+	} else if op.Name != "" || op.UID != "" {
+		w.fail("operator %s: name/uid need metadata version 5+", op.ID)
+	}
+	e.PutBytes(op.ID[:])
+	e.PutI32(op.Parallelism)
+	e.PutI32(op.MaxParallelism)
+	if op.Coordinator != nil && op.Coordinator.Tag != TagByteStream {
+		w.fail("operator %s: coordinator state must be inline", op.ID)
+	}
+	w.stream(op.Coordinator)
+	if op.FullyFinished {
+		if len(op.Subtasks) > 0 || op.Coordinator != nil {
+			w.fail("operator %s: fully finished operator cannot carry state", op.ID)
+		}
+		e.PutI32(-1)
+		return
+	}
+	e.PutI32(int32(len(op.Subtasks)))
+	for _, st := range op.Subtasks {
+		if st.Finished {
+			e.PutI32(int32(-st.Index - 1))
+			continue
+		}
+		e.PutI32(int32(st.Index))
+		w.subtask(st)
+	}
+}
+
+func (w *writer) subtask(st *SubtaskState) {
+	e := &w.e
+	for _, oh := range []*OperatorHandle{st.ManagedOperator, st.RawOperator} {
+		if oh == nil {
+			e.PutI32(0)
+			continue
+		}
+		e.PutI32(1)
+		w.operatorHandle(oh)
+	}
+	w.keyed(st.ManagedKeyed)
+	w.keyed(st.RawKeyed)
+	for _, hs := range [][]*ChannelHandle{st.InputChannels, st.OutputChannels} {
+		e.PutI32(int32(len(hs)))
+		if len(hs) > 0 && w.v >= 6 {
+			w.fail("channel state handles cannot be written in metadata version %d", w.v)
+		}
+		for _, h := range hs {
+			e.PutI32(h.Subtask)
+			e.PutI32(h.Gate)
+			e.PutI32(h.Channel)
+			e.PutI32(int32(len(h.Offsets)))
+			for _, o := range h.Offsets {
+				e.PutI64(o)
+			}
+			e.PutI64(h.Size)
+			w.stream(h.Delegate)
+		}
+	}
+	if w.v >= 7 {
+		if st.HasRefCheckpoint {
+			e.PutU8(1)
+			e.PutI64(st.RefCheckpointID)
+		} else {
+			e.PutU8(0)
+		}
+	} else if st.HasRefCheckpoint {
+		w.fail("refCheckpointId needs metadata version 7")
+	}
+}
+
+func (w *writer) keyGroupsBody(h *KeyGroupsHandle) {
+	e := &w.e
+	e.PutI32(h.StartKeyGroup)
+	e.PutI32(int32(len(h.Offsets)))
+	for _, o := range h.Offsets {
+		e.PutI64(o)
+	}
+	w.stream(h.Delegate)
+}
+
+func (w *writer) keyed(kh KeyedHandle) {
+	e := &w.e
+	switch h := kh.(type) {
+	case nil:
+		e.PutU8(TagNull)
+	case *KeyGroupsHandle:
+		if h == nil {
+			e.PutU8(TagNull)
+			return
+		}
+		switch h.Tag {
+		case TagKeyGroups, TagSavepointKeyGroups, TagKeyGroupsV2:
+		default:
+			w.fail("bad key-groups handle tag %d", h.Tag)
+		}
+		e.PutU8(h.Tag)
+		w.keyGroupsBody(h)
+		if h.Tag == TagKeyGroupsV2 {
+			w.utf(e, h.StateHandleID)
+		}
+	case *IncrementalHandle:
+		if h == nil {
+			e.PutU8(TagNull)
+			return
+		}
+		if h.Tag != TagIncrementalKeyGroups && h.Tag != TagIncrementalKeyGroupsV2 {
+			w.fail("bad incremental handle tag %d", h.Tag)
+		}
+		e.PutU8(h.Tag)
+		e.PutI64(h.CheckpointID)
+		w.utf(e, h.BackendID)
+		e.PutI32(h.StartKeyGroup)
+		e.PutI32(h.NumKeyGroups)
+		if h.Tag == TagIncrementalKeyGroupsV2 {
+			e.PutI64(h.CheckpointedSize)
+		}
+		w.stream(h.Meta)
+		for _, list := range [][]NamedStream{h.Shared, h.Private} {
+			e.PutI32(int32(len(list)))
+			for _, ns := range list {
+				w.utf(e, ns.Name)
+				w.stream(ns.Handle)
+			}
+		}
+		if h.Tag == TagIncrementalKeyGroupsV2 {
+			w.utf(e, h.StateHandleID)
+		}
+	default:
+		w.fail("unsupported keyed handle type %T", kh)
+	}
+}
+
+func (w *writer) operatorHandle(h *OperatorHandle) {
+	e := &w.e
+	if h.Tag != TagPartitionableOperator && h.Tag != TagSegmentPartitionableOpVal {
+		w.fail("bad operator handle tag %d", h.Tag)
+	}
+	e.PutU8(h.Tag)
+	e.PutI32(int32(len(h.States)))
+	for _, m := range h.States {
+		w.utf(e, m.Name)
+		e.PutU8(m.Mode)
+		e.PutI32(int32(len(m.Offsets)))
+		for _, o := range m.Offsets {
+			e.PutI64(o)
+		}
+	}
+	if h.Tag == TagSegmentPartitionableOpVal {
+		w.utf(e, h.Dir)
+		e.PutBool(h.IsEmpty)
+	}
+	w.stream(h.Delegate)
+}
+
+func (w *writer) stream(h *StreamHandle) {
+	e := &w.e
+	if h == nil {
+		e.PutU8(TagNull)
+		return
+	}
+	e.PutU8(h.Tag)
+	switch h.Tag {
+	case TagByteStream:
+		w.utf(e, h.Name)
+		e.PutI32(int32(len(h.Data)))
+		e.PutBytes(h.Data)
+	case TagFile:
+		e.PutI64(h.Size)
+		w.utf(e, h.Path)
+	case TagRelativeFile:
+		w.utf(e, h.Path)
+		e.PutI64(h.Size)
+	case TagKeyGroups:
+		if h.KeyGroups == nil {
+			w.fail("nested key-groups handle without body")
+			return
+		}
+		w.keyGroupsBody(h.KeyGroups)
+	case TagSegmentFile:
+		e.PutI64(h.StartPos)
+		e.PutI64(h.Size)
+		w.utf(e, h.LogicalFileID)
+		e.PutI32(h.Scope)
+		w.utf(e, h.Path)
+	case TagEmptySegmentFile:
+	default:
+		w.fail("cannot write stream handle tag %d", h.Tag)
+	}
+}
