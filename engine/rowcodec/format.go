@@ -1,0 +1,103 @@
+package rowcodec
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+)
+
+// These constants are part of the wire format: never change them.
+const (
+	// TTLSize is the size of the big-endian last-access prefix.
+	TTLSize = 8
+	// FormatV1 is the version byte that follows the TTL prefix.
+	FormatV1 byte = 0x01
+	// NoTTL is the prefix written when a state has no TTL.
+	NoTTL int64 = 0
+)
+
+// minValueSize is the smallest possible value: prefix, version, a one-byte
+// field count (0) and an empty bitmap.
+const minValueSize = TTLSize + 2
+
+var (
+	// ErrCorrupt marks bytes that are not a valid encoding.
+	ErrCorrupt = errors.New("rowcodec: corrupt value")
+	// ErrTruncated marks a value that ends early.
+	ErrTruncated = errors.New("rowcodec: truncated value")
+	// ErrVersion marks an unknown format version byte.
+	ErrVersion = errors.New("rowcodec: unsupported format version")
+	// ErrSchemaMismatch marks input whose shape does not fit the codec's
+	// schema (field count, column types, Go value types).
+	ErrSchemaMismatch = errors.New("rowcodec: schema mismatch")
+	// ErrUnsupportedType marks an Arrow type the codec cannot encode.
+	ErrUnsupportedType = errors.New("rowcodec: unsupported type")
+)
+
+// DecodeError says which value failed to decode and where.
+type DecodeError struct {
+	Index  int    // index of the value in its batch (0 for single values)
+	Offset int    // byte offset within the value (TTL prefix included)
+	Field  string // dotted field path, "" for the header
+	Err    error
+}
+
+func (e *DecodeError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("rowcodec: value %d at byte %d: %v", e.Index, e.Offset, e.Err)
+	}
+	return fmt.Sprintf("rowcodec: value %d at byte %d (field %s): %v", e.Index, e.Offset, e.Field, e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// TTL returns the last-access timestamp of value. It reads only the prefix;
+// a value too short to hold one yields NoTTL (such a value fails to decode
+// anyway, and a compaction filter must not drop it on a guess).
+func TTL(value []byte) int64 {
+	if len(value) < TTLSize {
+		return NoTTL
+	}
+	return int64(binary.BigEndian.Uint64(value))
+}
+
+// SetTTL overwrites the prefix of value in place. Do not use it on memory
+// owned by RocksDB (pinned slices); use WithTTL there.
+func SetTTL(value []byte, ts int64) error {
+	if len(value) < TTLSize {
+		return &DecodeError{Offset: len(value), Err: ErrTruncated}
+	}
+	binary.BigEndian.PutUint64(value, uint64(ts))
+	return nil
+}
+
+// WithTTL returns a copy of value with its prefix replaced by ts, appended to
+// dst (which may be nil). The row bytes are copied unchanged and not parsed.
+func WithTTL(dst, value []byte, ts int64) ([]byte, error) {
+	if len(value) < TTLSize {
+		return dst, &DecodeError{Offset: len(value), Err: ErrTruncated}
+	}
+	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
+	return append(dst, value[TTLSize:]...), nil
+}
+
+// SplitValue returns the TTL prefix and the row bytes of value.
+func SplitValue(value []byte) (ttl int64, row []byte, err error) {
+	if len(value) < TTLSize {
+		return NoTTL, nil, &DecodeError{Offset: len(value), Err: ErrTruncated}
+	}
+	return int64(binary.BigEndian.Uint64(value)), value[TTLSize:], nil
+}
+
+func bitmapLen(n int) int { return (n + 7) >> 3 }
+
+func uvarintLen(x uint64) int {
+	n := 1
+	for x >= 0x80 {
+		x >>= 7
+		n++
+	}
+	return n
+}
+
+func isNullBit(bm []byte, i int) bool { return bm[i>>3]&(1<<(uint(i)&7)) != 0 }
