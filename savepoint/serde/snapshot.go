@@ -1,0 +1,532 @@
+// Package serde reads Flink TypeSerializerSnapshots and decodes the bytes
+// the corresponding serializers wrote.
+//
+// # Snapshots
+//
+// A serializer snapshot is framed as a "versioned snapshot": the snapshot
+// class name (writeUTF), an i32 version, then a class-specific body that is
+// NOT length-prefixed. Top-level snapshots (the key serializer and the
+// entries of a state's serializer map) are preceded by an i32 proxy version
+// 2. Because bodies cannot be skipped, ReadSnapshot knows the body grammar
+// of every supported class (simple, composite, tuple, TTL, list, map, timer,
+// RowData with Java-serialized LogicalTypes, BinaryRowData, Decimal,
+// Timestamp, LinkedList, External, RawValueData, WindowKey, ArrayData,
+// MapData, SortedMap, TtlAware) and fails on any other class with an error
+// naming the class and its offset.
+//
+// Every Snapshot keeps Raw, the exact bytes it was read from, so a writer
+// can re-emit it byte-identically.
+//
+// # Decoding data
+//
+// NewDecoder(s) builds a Decoder for the data written by the serializer the
+// snapshot describes. Decoders read from a binfmt.Decbuf (sticky error,
+// absolute offsets). Serializers whose data format is not implemented get a
+// raw decoder: it never fails and returns a Raw value holding the bytes and
+// the serializer class, so callers can always report an entry.
+//
+// Decoded values form a small model (see Value) that marshals to JSON in
+// the shapes used by the project's reference decodings: rows as
+// ["+I", [fields...]], TTL values as ["TtlValue", {...}], timers as
+// ["Timer", {...}], TIMESTAMP(p<=3) as ["ts_millis", epochMillis].
+package serde
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
+	"github.com/sfstate/sfstate/savepoint/javaser"
+)
+
+// Framing constants of Flink's snapshot formats (wire format; do not change).
+const (
+	ProxyVersion         = 2          // TypeSerializerSnapshotSerializationProxy version
+	CompositeMagic       = 911108     // CompositeTypeSerializerSnapshot outer magic
+	NestedMagic          = 1333245    // NestedSerializersSnapshotDelegate magic
+	AdapterVersion       = 0x7A53C4F0 // legacy TypeSerializerConfigSnapshot adapter
+	maxNested            = 1 << 12
+	maxSnapshotDepth     = 64
+	maxRowFieldsSnapshot = 1 << 16
+)
+
+// ErrUnknownSnapshot is returned (wrapped, with class name and offset) for a
+// snapshot class whose body grammar is not known.
+var ErrUnknownSnapshot = errors.New("serde: unknown serializer snapshot class")
+
+// ErrUnsupported marks a known but unsupported snapshot form (legacy layouts).
+var ErrUnsupported = errors.New("serde: unsupported serializer snapshot form")
+
+// Snapshot is one parsed TypeSerializerSnapshot.
+type Snapshot struct {
+	// Class is the snapshot class name as written.
+	Class string
+	// Version is the snapshot version written after the class name.
+	Version int32
+	// Offset is the absolute position of the class name's length prefix.
+	Offset int64
+	// Raw holds the exact bytes of the versioned snapshot (class name,
+	// version and body; without the top-level i32 2).
+	Raw []byte
+
+	// Nested holds nested snapshots (composite snapshots, RowData field
+	// serializers, the wrapped snapshot of TtlAware).
+	Nested []*Snapshot
+	// OuterVersion is the composite outer-snapshot version (-1 if none).
+	OuterVersion int32
+
+	// TupleClass is the tuple class of a TupleSerializerSnapshot.
+	TupleClass string
+	// Types are the field LogicalTypes of a RowDataSerializerSnapshot (or
+	// the element/key/value types of ArrayData/MapData snapshots).
+	Types []*LogicalType
+	// JavaStreams are the embedded Java object streams, in stream order.
+	JavaStreams []*javaser.Stream
+	// Precision and Scale of Decimal/Timestamp snapshots.
+	Precision, Scale int32
+	// NumFields of a BinaryRowDataSerializerSnapshot.
+	NumFields int32
+	// HasNullMask of a LinkedListSerializerSnapshot.
+	HasNullMask bool
+	// IsInternalInput of an ExternalSerializerSnapshot.
+	IsInternalInput bool
+	// TTLEnabled of a TtlAwareSerializerSnapshot.
+	TTLEnabled bool
+	// LegacyClassName is the class name carried by version-2 simple snapshots.
+	LegacyClassName string
+}
+
+// Well-known snapshot class names.
+const (
+	ClassInt         = "org.apache.flink.api.common.typeutils.base.IntSerializer$IntSerializerSnapshot"
+	ClassLong        = "org.apache.flink.api.common.typeutils.base.LongSerializer$LongSerializerSnapshot"
+	ClassString      = "org.apache.flink.api.common.typeutils.base.StringSerializer$StringSerializerSnapshot"
+	ClassBoolean     = "org.apache.flink.api.common.typeutils.base.BooleanSerializer$BooleanSerializerSnapshot"
+	ClassShort       = "org.apache.flink.api.common.typeutils.base.ShortSerializer$ShortSerializerSnapshot"
+	ClassByte        = "org.apache.flink.api.common.typeutils.base.ByteSerializer$ByteSerializerSnapshot"
+	ClassDouble      = "org.apache.flink.api.common.typeutils.base.DoubleSerializer$DoubleSerializerSnapshot"
+	ClassFloat       = "org.apache.flink.api.common.typeutils.base.FloatSerializer$FloatSerializerSnapshot"
+	ClassChar        = "org.apache.flink.api.common.typeutils.base.CharSerializer$CharSerializerSnapshot"
+	ClassBytes       = "org.apache.flink.api.common.typeutils.base.array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot"
+	ClassVoid        = "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot"
+	ClassTimeWindow  = "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot"
+	ClassGlobalWin   = "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot"
+	ClassTableTW     = "org.apache.flink.table.runtime.operators.window.TimeWindow$Serializer$TimeWindowSerializerSnapshot"
+	ClassCountWindow = "org.apache.flink.table.runtime.operators.window.CountWindow$Serializer$CountWindowSerializerSnapshot"
+	ClassStringData  = "org.apache.flink.table.runtime.typeutils.StringDataSerializer$StringDataSerializerSnapshot"
+	ClassNull        = "org.apache.flink.table.dataview.NullSerializer$NullSerializerSnapshot"
+	ClassJava        = "org.apache.flink.runtime.state.JavaSerializer$JavaSerializerSnapshot"
+	ClassTuple       = "org.apache.flink.api.java.typeutils.runtime.TupleSerializerSnapshot"
+	ClassTTL         = "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot"
+	ClassTTLAware    = "org.apache.flink.runtime.state.ttl.TtlAwareSerializerSnapshot"
+	ClassList        = "org.apache.flink.api.common.typeutils.base.ListSerializerSnapshot"
+	ClassMap         = "org.apache.flink.api.common.typeutils.base.MapSerializerSnapshot"
+	ClassTimer       = "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot"
+	ClassRowData     = "org.apache.flink.table.runtime.typeutils.RowDataSerializer$RowDataSerializerSnapshot"
+	ClassBinaryRow   = "org.apache.flink.table.runtime.typeutils.BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot"
+	ClassDecimal     = "org.apache.flink.table.runtime.typeutils.DecimalDataSerializer$DecimalSerializerSnapshot"
+	ClassTimestamp   = "org.apache.flink.table.runtime.typeutils.TimestampDataSerializer$TimestampDataSerializerSnapshot"
+	ClassLinkedList  = "org.apache.flink.table.runtime.typeutils.LinkedListSerializer$LinkedListSerializerSnapshot"
+	ClassExternal    = "org.apache.flink.table.runtime.typeutils.ExternalSerializer$ExternalSerializerSnapshot"
+	ClassRawValue    = "org.apache.flink.table.runtime.typeutils.RawValueDataSerializer$RawValueDataSerializerSnapshot"
+	ClassWindowKey   = "org.apache.flink.table.runtime.typeutils.WindowKeySerializer$WindowKeySerializerSnapshot"
+	ClassArrayData   = "org.apache.flink.table.runtime.typeutils.ArrayDataSerializer$ArrayDataSerializerSnapshot"
+	ClassMapData     = "org.apache.flink.table.runtime.typeutils.MapDataSerializer$BaseMapSerializerSnapshot"
+	ClassSortedMap   = "org.apache.flink.table.runtime.typeutils.SortedMapSerializerSnapshot"
+)
+
+type bodyKind int
+
+const (
+	bodySimple bodyKind = iota + 1
+	bodyComposite
+	bodyRowData
+	bodyBinaryRow
+	bodyDecimal
+	bodyTimestamp
+	bodyTTLAware
+	bodyJavaStreams // n Java streams (n from javaStreamCount)
+	bodySortedMap
+)
+
+var simpleClasses = []string{
+	ClassInt, ClassLong, ClassString, ClassBoolean, ClassShort, ClassByte, ClassDouble,
+	ClassFloat, ClassChar, ClassBytes, ClassVoid, ClassTimeWindow, ClassGlobalWin,
+	ClassTableTW, ClassCountWindow, ClassStringData, ClassNull, ClassJava,
+	"org.apache.flink.api.common.typeutils.base.BigIntSerializer$BigIntSerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.BigDecSerializer$BigDecSerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.InstantSerializer$InstantSerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.LocalDateSerializer$LocalDateSerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.LocalDateTimeSerializer$LocalDateTimeSerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.LocalTimeSerializer$LocalTimeSerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.SqlDateSerializer$SqlDateSerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.SqlTimeSerializer$SqlTimeSerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.SqlTimestampSerializer$SqlTimestampSerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.DateSerializer$DateSerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.StringValueSerializer$StringValueSerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.IntValueSerializer$IntValueSerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.LongValueSerializer$LongValueSerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.array.IntPrimitiveArraySerializer$IntPrimitiveArraySerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.array.LongPrimitiveArraySerializer$LongPrimitiveArraySerializerSnapshot",
+	"org.apache.flink.api.common.typeutils.base.array.StringArraySerializer$StringArraySerializerSnapshot",
+	"org.apache.flink.table.runtime.typeutils.StringSerializer$StringSerializerSnapshot",
+}
+
+// compositeOuter describes the outer snapshot body of composite snapshots.
+type outerKind int
+
+const (
+	outerEmpty outerKind = iota
+	outerUTF             // one UTF (tuple class)
+	outerLinkedList      // bool hasNullMask when outerVersion >= 2
+	outerExternal        // Java stream + bool
+)
+
+var compositeClasses = map[string]outerKind{
+	ClassTuple:      outerUTF,
+	ClassTTL:        outerEmpty,
+	ClassList:       outerEmpty,
+	ClassMap:        outerEmpty,
+	ClassTimer:      outerEmpty,
+	ClassRawValue:   outerEmpty,
+	ClassWindowKey:  outerEmpty,
+	ClassLinkedList: outerLinkedList,
+	ClassExternal:   outerExternal,
+	"org.apache.flink.table.runtime.typeutils.WindowKeySerializer$WindowKeySerializerSnapshotV2": outerEmpty,
+}
+
+var javaStreamCount = map[string]int{
+	ClassArrayData: 2,
+	ClassMapData:   4,
+}
+
+func kindOf(class string) (bodyKind, bool) {
+	for _, c := range simpleClasses {
+		if c == class {
+			return bodySimple, true
+		}
+	}
+	if _, ok := compositeClasses[class]; ok {
+		return bodyComposite, true
+	}
+	if _, ok := javaStreamCount[class]; ok {
+		return bodyJavaStreams, true
+	}
+	switch class {
+	case ClassRowData:
+		return bodyRowData, true
+	case ClassBinaryRow:
+		return bodyBinaryRow, true
+	case ClassDecimal:
+		return bodyDecimal, true
+	case ClassTimestamp:
+		return bodyTimestamp, true
+	case ClassTTLAware:
+		return bodyTTLAware, true
+	case ClassSortedMap:
+		return bodySortedMap, true
+	}
+	return 0, false
+}
+
+// Known reports whether ReadSnapshot understands the body of class.
+func Known(class string) bool { _, ok := kindOf(class); return ok }
+
+// ParseSnapshot reads one top-level snapshot (leading i32 2) from the start
+// of b and returns it with the number of bytes consumed. base is b's offset
+// in its file.
+func ParseSnapshot(b []byte, base int64) (*Snapshot, int, error) {
+	d := binfmt.New(b, base)
+	s := ReadTop(d)
+	if d.Err() != nil {
+		return nil, 0, d.Err()
+	}
+	return s, d.Pos, nil
+}
+
+// ReadTop reads a top-level snapshot: i32 proxy version 2 and a versioned
+// snapshot. Errors are recorded in d.
+func ReadTop(d *binfmt.Decbuf) *Snapshot {
+	at := d.Offset()
+	v := d.I32()
+	if d.Err() != nil {
+		return nil
+	}
+	if v != ProxyVersion {
+		d.Pos -= 4
+		if v == 1 {
+			d.Fail(fmt.Errorf("%w: serializer snapshot proxy version 1 (pre-1.7 legacy) at offset %d", ErrUnsupported, at))
+		} else {
+			d.Failf("serializer snapshot proxy version %d, want 2", v)
+		}
+		return nil
+	}
+	return ReadVersioned(d)
+}
+
+// ReadVersioned reads a versioned snapshot (class name, version, body).
+func ReadVersioned(d *binfmt.Decbuf) *Snapshot { return readVersioned(d, 0) }
+
+func readVersioned(d *binfmt.Decbuf, depth int) *Snapshot {
+	if d.Err() != nil {
+		return nil
+	}
+	start := d.Pos
+	s := &Snapshot{Offset: d.Offset(), OuterVersion: -1}
+	if depth > maxSnapshotDepth {
+		d.Failf("serializer snapshots nested deeper than %d", maxSnapshotDepth)
+		return nil
+	}
+	s.Class = d.UTF()
+	s.Version = d.I32()
+	if d.Err() != nil {
+		return nil
+	}
+	if s.Version == AdapterVersion {
+		d.Pos = start
+		d.Fail(fmt.Errorf("%w: legacy TypeSerializerConfigSnapshot (adapter version) of class %s", ErrUnsupported, s.Class))
+		return nil
+	}
+	kind, ok := kindOf(s.Class)
+	if !ok {
+		d.Pos = start
+		d.Fail(fmt.Errorf("%w %q (snapshot bodies are not length-prefixed, so it cannot be skipped)", ErrUnknownSnapshot, s.Class))
+		return nil
+	}
+	switch kind {
+	case bodySimple:
+		if s.Version < 3 {
+			s.LegacyClassName = d.UTF()
+		}
+	case bodyComposite:
+		readComposite(d, s, depth)
+	case bodyRowData:
+		n := d.Count("row field", maxRowFieldsSnapshot, 4)
+		for i := 0; i < n && d.Err() == nil; i++ {
+			js := readJava(d)
+			if d.Err() != nil {
+				break
+			}
+			lt, err := LogicalTypeFromJava(js)
+			if err != nil {
+				d.Fail(fmt.Errorf("row field %d logical type: %w", i, err))
+				break
+			}
+			s.Types = append(s.Types, lt)
+		}
+		s.Nested = readNested(d, depth)
+		if d.Err() == nil && len(s.Nested) != len(s.Types) {
+			d.Failf("RowDataSerializer snapshot has %d types but %d field serializers", len(s.Types), len(s.Nested))
+		}
+	case bodyBinaryRow:
+		s.NumFields = d.I32()
+		if d.Err() == nil && s.NumFields < 0 {
+			d.Failf("negative field count %d", s.NumFields)
+		}
+	case bodyDecimal:
+		s.Precision = d.I32()
+		s.Scale = d.I32()
+	case bodyTimestamp:
+		s.Precision = d.I32()
+	case bodyTTLAware:
+		s.TTLEnabled = d.Bool()
+		if n := readVersioned(d, depth+1); n != nil {
+			s.Nested = []*Snapshot{n}
+		}
+	case bodyJavaStreams:
+		for i := 0; i < javaStreamCount[s.Class] && d.Err() == nil; i++ {
+			readJava(d)
+		}
+	case bodySortedMap:
+		readJava(d) // comparator
+		s.Nested = readNested(d, depth)
+	}
+	if d.Err() != nil {
+		return nil
+	}
+	for _, js := range s.JavaStreams {
+		_ = js
+	}
+	s.Raw = d.B[start:d.Pos:d.Pos]
+	return s
+}
+
+// readJava reads one embedded Java object stream.
+func readJava(d *binfmt.Decbuf) *javaser.Stream {
+	if d.Err() != nil {
+		return nil
+	}
+	js, n, err := javaser.ParseOne(d.B[d.Pos:], d.Offset())
+	if err != nil {
+		d.Fail(fmt.Errorf("embedded java object: %w", err))
+		return nil
+	}
+	d.Pos += n
+	return js
+}
+
+func readComposite(d *binfmt.Decbuf, s *Snapshot, depth int) {
+	if s.Version <= 2 {
+		d.Fail(fmt.Errorf("%w: legacy composite snapshot version %d of %s", ErrUnsupported, s.Version, s.Class))
+		return
+	}
+	if m := d.I32(); d.Err() == nil && m != CompositeMagic {
+		d.Pos -= 4
+		d.Failf("composite snapshot magic %d, want %d", m, CompositeMagic)
+		return
+	}
+	s.OuterVersion = d.I32()
+	switch compositeClasses[s.Class] {
+	case outerUTF:
+		s.TupleClass = d.UTF()
+	case outerLinkedList:
+		if s.OuterVersion >= 2 {
+			s.HasNullMask = d.Bool()
+		}
+	case outerExternal:
+		if js := readJava(d); js != nil {
+			s.JavaStreams = append(s.JavaStreams, js)
+		}
+		s.IsInternalInput = d.Bool()
+	}
+	s.Nested = readNested(d, depth)
+	if d.Err() != nil {
+		return
+	}
+	want := -1
+	switch s.Class {
+	case ClassTTL, ClassMap, ClassTimer:
+		want = 2
+	case ClassList, ClassExternal, ClassLinkedList:
+		want = 1
+	}
+	if want >= 0 && len(s.Nested) != want {
+		d.Failf("%s has %d nested serializers, want %d", s.Class, len(s.Nested), want)
+	}
+}
+
+func readNested(d *binfmt.Decbuf, depth int) []*Snapshot {
+	if m := d.I32(); d.Err() == nil && m != NestedMagic {
+		d.Pos -= 4
+		d.Failf("nested serializers magic %d, want %d", m, NestedMagic)
+		return nil
+	}
+	if v := d.I32(); d.Err() == nil && v != 1 {
+		d.Pos -= 4
+		d.Failf("nested serializers version %d, want 1", v)
+		return nil
+	}
+	n := d.Count("nested serializer", maxNested, 6)
+	out := make([]*Snapshot, 0, n)
+	for i := 0; i < n && d.Err() == nil; i++ {
+		if s := readVersioned(d, depth+1); s != nil {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Name returns the snapshot class's short serializer name, e.g.
+// "LongSerializer" or "RowDataSerializer".
+func (s *Snapshot) Name() string {
+	if s == nil {
+		return "<nil>"
+	}
+	c := s.Class
+	if i := strings.LastIndexByte(c, '.'); i >= 0 {
+		c = c[i+1:]
+	}
+	parts := strings.Split(c, "$")
+	last := parts[len(parts)-1]
+	last = strings.TrimSuffix(last, "Snapshot")
+	if last == "" || last == "Serializer" || last == "SerializerSnapshot" {
+		last = parts[0]
+	}
+	return last
+}
+
+// String renders the type the snapshot's serializer handles, in SQL-like
+// notation: BIGINT, STRING, ROW<BIGINT, STRING>, TUPLE<BIGINT>,
+// LIST<INT>, MAP<STRING, BOOLEAN>, TTL<ROW<...>>, TIMER<key, ns>.
+func (s *Snapshot) String() string {
+	if s == nil {
+		return "<nil>"
+	}
+	nested := func() string {
+		parts := make([]string, len(s.Nested))
+		for i, n := range s.Nested {
+			parts[i] = n.String()
+		}
+		return strings.Join(parts, ", ")
+	}
+	switch s.Class {
+	case ClassInt:
+		return "INT"
+	case ClassLong:
+		return "BIGINT"
+	case ClassString:
+		return "STRING"
+	case ClassBoolean:
+		return "BOOLEAN"
+	case ClassShort:
+		return "SMALLINT"
+	case ClassByte:
+		return "TINYINT"
+	case ClassDouble:
+		return "DOUBLE"
+	case ClassFloat:
+		return "FLOAT"
+	case ClassChar:
+		return "CHAR"
+	case ClassBytes:
+		return "BYTES"
+	case ClassVoid:
+		return "VOID_NAMESPACE"
+	case ClassTimeWindow, ClassTableTW:
+		return "TIME_WINDOW"
+	case ClassGlobalWin:
+		return "GLOBAL_WINDOW"
+	case ClassCountWindow:
+		return "COUNT_WINDOW"
+	case ClassStringData:
+		return "STRING"
+	case ClassNull:
+		return "NULL"
+	case ClassJava:
+		return "JAVA_OBJECT"
+	case ClassTuple:
+		return "TUPLE<" + nested() + ">"
+	case ClassTTL:
+		if len(s.Nested) == 2 {
+			return "TTL<" + s.Nested[1].String() + ">"
+		}
+	case ClassTTLAware:
+		return "TTL_AWARE<" + nested() + ">"
+	case ClassList:
+		return "LIST<" + nested() + ">"
+	case ClassLinkedList:
+		return "LINKED_LIST<" + nested() + ">"
+	case ClassMap:
+		return "MAP<" + nested() + ">"
+	case ClassTimer:
+		return "TIMER<" + nested() + ">"
+	case ClassExternal:
+		return nested()
+	case ClassRawValue:
+		return "RAW<" + nested() + ">"
+	case ClassRowData:
+		parts := make([]string, len(s.Types))
+		for i, t := range s.Types {
+			parts[i] = t.String()
+		}
+		return "ROW<" + strings.Join(parts, ", ") + ">"
+	case ClassBinaryRow:
+		return fmt.Sprintf("BINARY_ROW(%d)", s.NumFields)
+	case ClassDecimal:
+		return fmt.Sprintf("DECIMAL(%d, %d)", s.Precision, s.Scale)
+	case ClassTimestamp:
+		return fmt.Sprintf("TIMESTAMP(%d)", s.Precision)
+	}
+	return s.Name()
+}
