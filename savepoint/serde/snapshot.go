@@ -177,10 +177,10 @@ var simpleClasses = []string{
 type outerKind int
 
 const (
-	outerEmpty outerKind = iota
-	outerUTF             // one UTF (tuple class)
-	outerLinkedList      // bool hasNullMask when outerVersion >= 2
-	outerExternal        // Java stream + bool
+	outerEmpty      outerKind = iota
+	outerUTF                  // one UTF (tuple class)
+	outerLinkedList           // bool hasNullMask when outerVersion >= 2
+	outerExternal             // Java stream + bool
 )
 
 var compositeClasses = map[string]outerKind{
