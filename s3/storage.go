@@ -65,5 +65,5 @@ func IsExist(err error) bool { return errors.Is(err, ErrExists) }
 // IsPermanent reports whether retrying err cannot help.
 func IsPermanent(err error) bool {
 	return errors.Is(err, ErrPermanent) || errors.Is(err, ErrNotExist) ||
-		errors.Is(err, ErrExists) || errors.Is(err, ErrBadKey)
+		errors.Is(err, ErrExists) || errors.Is(err, ErrBadKey) || errors.Is(err, errRange)
 }
