@@ -1,6 +1,7 @@
 package rowcodec
 
 import (
+	"encoding/binary"
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -98,6 +99,11 @@ type Codec struct {
 func NewCodec(schema *arrow.Schema) (*Codec, error) {
 	if schema == nil {
 		return nil, fmt.Errorf("%w: nil schema", ErrSchemaMismatch)
+	}
+	var probe = [2]byte{1, 0}
+	if binary.NativeEndian.Uint16(probe[:]) != 1 {
+		// EncodeBatch copies Arrow's native-endian value buffers verbatim.
+		return nil, fmt.Errorf("%w: the codec needs a little-endian host", ErrUnsupportedType)
 	}
 	c := &Codec{schema: schema}
 	for i, f := range schema.Fields() {
