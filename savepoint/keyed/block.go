@@ -1,0 +1,491 @@
+package keyed
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
+	"github.com/sfstate/sfstate/savepoint/serde"
+)
+
+// Block framing constants (§4.4; wire format).
+const (
+	metaFollowsFlag  = 0x80
+	endOfKeyGroup    = 0xFFFF
+	listDelimiter    = ','
+	maxEntryBytes    = 1 << 30
+	readStep         = 1 << 20
+	blockBufferBytes = 64 << 10
+)
+
+// Mode selects how much of each entry ReadKeyGroupWith interprets.
+type Mode int
+
+const (
+	// ModeDecode splits keys and decodes keys, namespaces, user keys and
+	// values into serde values.
+	ModeDecode Mode = iota
+	// ModeSplit splits keys into key / namespace / user-key bytes (which
+	// requires walking the key serializer's data) but builds no values and
+	// leaves value bytes uninterpreted.
+	ModeSplit
+	// ModeRaw only frames entries: key and value bytes per state.
+	ModeRaw
+)
+
+// ReadOptions tunes ReadKeyGroupWith.
+type ReadOptions struct {
+	// MaxParallelism of the operator; decides the key-group prefix width
+	// (1 byte up to 128, else 2).
+	MaxParallelism int
+	Mode           Mode
+}
+
+// Entry is one key/value entry of a key-group block. Byte slices alias
+// internal buffers and are only valid during the callback; decoded values
+// are independent copies.
+type Entry struct {
+	KeyGroup int
+	State    *StateMeta
+	// Offset is the absolute file offset of the entry's key-length field
+	// (for compressed blocks: the block's offset; see BlockPos).
+	Offset int64
+	// BlockPos is the entry's position within the (decompressed) block.
+	BlockPos int64
+
+	// KeyBytes is the whole serialized key with the 0x80 flag cleared:
+	// key-group prefix, key, [marker], namespace, [marker], [user key].
+	KeyBytes   []byte
+	ValueBytes []byte
+
+	// Split parts of KeyBytes (ModeSplit and ModeDecode). For priority
+	// queue states KeyPart holds the whole element.
+	KeyPart, NamespaceBytes, UserKeyBytes []byte
+
+	// Decoded parts (ModeDecode). For PRIORITY_QUEUE entries Value is the
+	// *serde.Timer (or element) and Key/Namespace are copied from it.
+	Key, Namespace, UserKey, Value serde.Value
+	// TTLTimestamp is the last-access time of TTL-wrapped VALUE and MAP
+	// entries (nil otherwise); Value then holds the unwrapped value.
+	TTLTimestamp *int64
+
+	ttl int64
+}
+
+// BlockReader decodes key-group blocks, reusing its buffers between calls.
+// It is not safe for concurrent use.
+type BlockReader struct {
+	br     *bufio.Reader
+	sbr    *bufio.Reader
+	snappy *SnappyReader
+	keyBuf []byte
+	valBuf []byte
+	entry  Entry
+
+	// per-call state
+	name     string
+	kg       int
+	off      int64
+	pos      int64
+	size     int64
+	compress bool
+}
+
+// ReadKeyGroup decodes (ModeDecode) the block of key group keyGroup that
+// starts at file offset off of the stream src (size bytes long), calling fn
+// for every entry in file order. name is used in errors.
+func ReadKeyGroup(src io.ReaderAt, size int64, name string, h *Header, keyGroup int, off int64, maxParallelism int, fn func(*Entry) error) error {
+	var r BlockReader
+	return r.Read(src, size, name, h, keyGroup, off, ReadOptions{MaxParallelism: maxParallelism}, fn)
+}
+
+// ReadKeyGroupWith is ReadKeyGroup with explicit options.
+func ReadKeyGroupWith(src io.ReaderAt, size int64, name string, h *Header, keyGroup int, off int64, o ReadOptions, fn func(*Entry) error) error {
+	var r BlockReader
+	return r.Read(src, size, name, h, keyGroup, off, o, fn)
+}
+
+// KeyGroupPrefixBytes returns the key-group prefix width for maxParallelism.
+func KeyGroupPrefixBytes(maxParallelism int) int {
+	if maxParallelism > 128 {
+		return 2
+	}
+	return 1
+}
+
+func (r *BlockReader) errAt(pos int64, err error) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return err
+	}
+	if r.compress {
+		return &Error{File: r.name, KeyGroup: r.kg, Offset: r.off, BlockPos: pos, Err: err}
+	}
+	return &Error{File: r.name, KeyGroup: r.kg, Offset: r.off + pos, BlockPos: pos, Err: err}
+}
+
+// errFromDec converts a decoder error (whose offsets are block positions)
+// into an *Error.
+func (r *BlockReader) errFromDec(ctx string, err error) error {
+	var oe *binfmt.OffsetError
+	if errors.As(err, &oe) {
+		return r.errAt(oe.Offset, fmt.Errorf("%s: %w", ctx, oe.Err))
+	}
+	return r.errAt(-1, fmt.Errorf("%s: %w", ctx, err))
+}
+
+func (r *BlockReader) read(n int, buf *[]byte) ([]byte, error) {
+	if n < 0 || n > maxEntryBytes {
+		return nil, r.errAt(r.pos, fmt.Errorf("%w: length %d out of range", binfmt.ErrCorrupt, n))
+	}
+	if !r.compress && int64(n) > r.size-r.off-r.pos {
+		return nil, r.errAt(r.pos, fmt.Errorf("%w: length %d exceeds the %d bytes left in the file", binfmt.ErrTruncated, n, r.size-r.off-r.pos))
+	}
+	rd := r.br
+	if r.compress {
+		rd = r.sbr
+	}
+	b := (*buf)[:0]
+	// Grow in bounded steps so a hostile length cannot force a large
+	// allocation before the data is actually there.
+	for len(b) < n {
+		step := min(n-len(b), readStep)
+		if cap(b)-len(b) < step {
+			nb := make([]byte, len(b), len(b)+step+len(b)/2)
+			copy(nb, b)
+			b = nb
+		}
+		k, err := io.ReadFull(rd, b[len(b):len(b)+step])
+		b = b[:len(b)+k]
+		if err != nil {
+			*buf = b
+			return nil, r.ioErr(r.pos+int64(len(b)), err)
+		}
+	}
+	*buf = b
+	r.pos += int64(n)
+	return b, nil
+}
+
+func (r *BlockReader) ioErr(pos int64, err error) error {
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		err = fmt.Errorf("%w: block ends early", binfmt.ErrTruncated)
+	}
+	return r.errAt(pos, err)
+}
+
+func (r *BlockReader) u16() (uint16, error) {
+	var b [2]byte
+	rd := r.br
+	if r.compress {
+		rd = r.sbr
+	}
+	if _, err := io.ReadFull(rd, b[:]); err != nil {
+		return 0, r.ioErr(r.pos, err)
+	}
+	r.pos += 2
+	return binary.BigEndian.Uint16(b[:]), nil
+}
+
+func (r *BlockReader) i32() (int, error) {
+	var b [4]byte
+	rd := r.br
+	if r.compress {
+		rd = r.sbr
+	}
+	if _, err := io.ReadFull(rd, b[:]); err != nil {
+		return 0, r.ioErr(r.pos, err)
+	}
+	r.pos += 4
+	return int(int32(binary.BigEndian.Uint32(b[:]))), nil
+}
+
+// Read decodes one key-group block; see ReadKeyGroup.
+func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, keyGroup int, off int64, o ReadOptions, fn func(*Entry) error) error {
+	r.name, r.kg, r.off, r.pos, r.size, r.compress = name, keyGroup, off, 0, size, h.Compressed
+	if off <= 0 || off >= size {
+		return &Error{File: name, KeyGroup: keyGroup, Offset: off, BlockPos: -1, Err: fmt.Errorf("%w: key-group offset %d outside stream of %d bytes", binfmt.ErrCorrupt, off, size)}
+	}
+	if len(h.States) == 0 {
+		return r.errAt(0, fmt.Errorf("%w: block present but header lists no states", binfmt.ErrCorrupt))
+	}
+	sec := io.NewSectionReader(src, off, size-off)
+	if r.br == nil {
+		r.br = bufio.NewReaderSize(sec, blockBufferBytes)
+	} else {
+		r.br.Reset(sec)
+	}
+	if r.compress {
+		if r.snappy == nil {
+			r.snappy = NewSnappyReader(r.br, off)
+			r.sbr = bufio.NewReaderSize(r.snappy, blockBufferBytes)
+		} else {
+			r.snappy.Reset(r.br, off)
+			r.sbr.Reset(r.snappy)
+		}
+	}
+	prefix := KeyGroupPrefixBytes(o.MaxParallelism)
+	id, err := r.u16()
+	if err != nil {
+		return err
+	}
+	for n := 0; ; n++ {
+		if int(id) >= len(h.States) {
+			return r.errAt(r.pos-2, fmt.Errorf("%w: kvStateId %d but the header lists %d states", binfmt.ErrCorrupt, id, len(h.States)))
+		}
+		st := h.States[id]
+		entryPos := r.pos
+		kl, err := r.i32()
+		if err != nil {
+			return err
+		}
+		key, err := r.read(kl, &r.keyBuf)
+		if err != nil {
+			return err
+		}
+		vl, err := r.i32()
+		if err != nil {
+			return err
+		}
+		val, err := r.read(vl, &r.valBuf)
+		if err != nil {
+			return err
+		}
+		if len(key) < prefix {
+			return r.errAt(entryPos, fmt.Errorf("%w: key of %d bytes is shorter than the key-group prefix", binfmt.ErrCorrupt, len(key)))
+		}
+		meta := key[0]&metaFollowsFlag != 0
+		key[0] &^= metaFollowsFlag
+		g := int(key[0])
+		if prefix == 2 {
+			g = int(binary.BigEndian.Uint16(key))
+		}
+		if g != keyGroup {
+			return r.errAt(entryPos+4, fmt.Errorf("%w: entry key-group prefix %d in the block of key group %d", binfmt.ErrCorrupt, g, keyGroup))
+		}
+		e := &r.entry
+		*e = Entry{KeyGroup: keyGroup, State: st, BlockPos: entryPos, KeyBytes: key, ValueBytes: val}
+		e.Offset = r.off + entryPos
+		if r.compress {
+			e.Offset = r.off
+		}
+		if o.Mode != ModeRaw {
+			if err := r.interpret(h, st, e, prefix, entryPos+4, entryPos+8+int64(kl), o.Mode); err != nil {
+				return err
+			}
+		}
+		if err := fn(e); err != nil {
+			return err
+		}
+		if meta {
+			next, err := r.u16()
+			if err != nil {
+				return err
+			}
+			if next == endOfKeyGroup {
+				return nil
+			}
+			id = next
+		}
+	}
+}
+
+// interpret splits the key and decodes the parts of e. keyPos and valPos
+// are the block positions of the key and value bytes.
+func (r *BlockReader) interpret(h *Header, st *StateMeta, e *Entry, prefix int, keyPos, valPos int64, mode Mode) error {
+	decode := mode == ModeDecode
+	d := binfmt.New(e.KeyBytes, keyPos)
+	d.Skip(prefix)
+	if st.Type == PriorityQueue {
+		e.KeyPart = e.KeyBytes[prefix:]
+		if len(e.ValueBytes) != 0 {
+			return r.errAt(valPos, fmt.Errorf("%w: priority-queue entry of state %q has a %d-byte value", binfmt.ErrCorrupt, st.Name, len(e.ValueBytes)))
+		}
+		if !decode || st.valDec == nil {
+			return nil
+		}
+		v, err := serde.DecodeAll(st.valDec, e.KeyPart, keyPos+int64(prefix))
+		if err != nil {
+			return r.errFromDec(fmt.Sprintf("state %q timer", st.Name), err)
+		}
+		e.Value = v
+		if t, ok := v.(*serde.Timer); ok {
+			e.Key, e.Namespace = t.Key, t.Namespace
+		}
+		return nil
+	}
+	kd := h.keyDec
+	if kd == nil || !kd.Supported() {
+		// The key cannot be delimited: report it whole.
+		e.KeyPart = e.KeyBytes[prefix:]
+		if decode {
+			e.Key = &serde.Raw{Serializer: snapClass(h.KeySerializer), Bytes: append([]byte(nil), e.KeyPart...)}
+			return r.decodeValue(st, e, valPos)
+		}
+		return nil
+	}
+	start := d.Pos
+	if decode {
+		e.Key = kd.Decode(d)
+	} else {
+		kd.Skip(d)
+	}
+	if d.Err() != nil {
+		return r.errFromDec(fmt.Sprintf("state %q key", st.Name), d.Err())
+	}
+	e.KeyPart = e.KeyBytes[start:d.Pos]
+	nd := st.nsDec
+	ambiguous := nd != nil && kd.Len() < 0 && nd.Len() < 0
+	if ambiguous {
+		if err := r.skipMarker(d, len(e.KeyPart), st, "key"); err != nil {
+			return err
+		}
+	}
+	if nd == nil || !nd.Supported() {
+		e.NamespaceBytes = e.KeyBytes[d.Pos:]
+		if decode {
+			e.Namespace = &serde.Raw{Serializer: snapClass(st.Namespace), Bytes: append([]byte(nil), e.NamespaceBytes...)}
+			return r.decodeValue(st, e, valPos)
+		}
+		return nil
+	}
+	start = d.Pos
+	if decode {
+		e.Namespace = nd.Decode(d)
+	} else {
+		nd.Skip(d)
+	}
+	if d.Err() != nil {
+		return r.errFromDec(fmt.Sprintf("state %q namespace", st.Name), d.Err())
+	}
+	e.NamespaceBytes = e.KeyBytes[start:d.Pos]
+	if ambiguous {
+		if err := r.skipMarker(d, len(e.NamespaceBytes), st, "namespace"); err != nil {
+			return err
+		}
+	}
+	rest := e.KeyBytes[d.Pos:]
+	if st.Kind == "MAP" {
+		e.UserKeyBytes = rest
+		if decode && st.ukDec != nil {
+			if !st.ukDec.Supported() {
+				e.UserKey = &serde.Raw{Serializer: snapClass(st.UserKey), Bytes: append([]byte(nil), rest...)}
+			} else {
+				v, err := serde.DecodeAll(st.ukDec, rest, d.Offset())
+				if err != nil {
+					return r.errFromDec(fmt.Sprintf("state %q user key", st.Name), err)
+				}
+				e.UserKey = v
+			}
+		}
+	} else if len(rest) != 0 {
+		return r.errAt(d.Offset(), fmt.Errorf("%w: %d bytes left in the key of state %q after the namespace", binfmt.ErrCorrupt, len(rest), st.Name))
+	}
+	if !decode {
+		return nil
+	}
+	return r.decodeValue(st, e, valPos)
+}
+
+func snapClass(s *serde.Snapshot) string {
+	if s == nil {
+		return "<none>"
+	}
+	return s.Class
+}
+
+// skipMarker consumes and checks the "variable int bytes" length marker.
+func (r *BlockReader) skipMarker(d *binfmt.Decbuf, l int, st *StateMeta, what string) error {
+	at := d.Offset()
+	v := l
+	for i := 0; ; i++ {
+		b := d.U8()
+		if d.Err() != nil {
+			return r.errFromDec(fmt.Sprintf("state %q %s length marker", st.Name, what), d.Err())
+		}
+		if int(b) != v&0xFF {
+			return r.errAt(at, fmt.Errorf("%w: state %q %s length marker byte %d is 0x%02x, want 0x%02x", binfmt.ErrCorrupt, st.Name, what, i, b, v&0xFF))
+		}
+		v >>= 8
+		if v == 0 {
+			return nil
+		}
+	}
+}
+
+func (r *BlockReader) decodeValue(st *StateMeta, e *Entry, valPos int64) error {
+	val := e.ValueBytes
+	switch st.Kind {
+	case "LIST":
+		if st.elemDec == nil || !st.elemDec.Supported() {
+			e.Value = rawOf(st.Value, val)
+			return nil
+		}
+		d := binfmt.New(val, valPos)
+		var out serde.List
+		for d.Len() > 0 {
+			if len(out) > 0 {
+				if c := d.U8(); c != listDelimiter {
+					return r.errAt(d.Offset()-1, fmt.Errorf("%w: list state %q: byte 0x%02x where the ',' delimiter was expected", binfmt.ErrCorrupt, st.Name, c))
+				}
+			}
+			v := st.elemDec.Decode(d)
+			if d.Err() != nil {
+				return r.errFromDec(fmt.Sprintf("list state %q element %d", st.Name, len(out)), d.Err())
+			}
+			out = append(out, v)
+		}
+		e.Value = out
+		return nil
+	case "MAP":
+		if len(val) == 0 {
+			return r.errAt(valPos, fmt.Errorf("%w: map state %q value has no null flag", binfmt.ErrCorrupt, st.Name))
+		}
+		if val[0] > 1 {
+			return r.errAt(valPos, fmt.Errorf("%w: map state %q null flag 0x%02x", binfmt.ErrCorrupt, st.Name, val[0]))
+		}
+		if val[0] == 1 {
+			e.Value = nil // null user value; trailing bytes are ignored like Flink does
+			return nil
+		}
+		if st.uvDec == nil || !st.uvDec.Supported() {
+			e.Value = rawOf(st.UserValue, val[1:])
+			return nil
+		}
+		v, err := serde.DecodeAll(st.uvDec, val[1:], valPos+1)
+		if err != nil {
+			return r.errFromDec(fmt.Sprintf("map state %q value", st.Name), err)
+		}
+		e.Value = r.unwrapTTL(e, v)
+		return nil
+	default:
+		if st.valDec == nil || !st.valDec.Supported() {
+			e.Value = rawOf(st.Value, val)
+			return nil
+		}
+		v, err := serde.DecodeAll(st.valDec, val, valPos)
+		if err != nil {
+			return r.errFromDec(fmt.Sprintf("state %q value", st.Name), err)
+		}
+		e.Value = r.unwrapTTL(e, v)
+		return nil
+	}
+}
+
+// unwrapTTL keeps TTL values whole in Value (their JSON form carries the
+// timestamp) and exposes the last-access time.
+func (r *BlockReader) unwrapTTL(e *Entry, v serde.Value) serde.Value {
+	if t, ok := v.(*serde.TTLValue); ok {
+		e.ttl = t.LastAccess
+		e.TTLTimestamp = &e.ttl
+	}
+	return v
+}
+
+func rawOf(s *serde.Snapshot, b []byte) *serde.Raw {
+	return &serde.Raw{Serializer: snapClass(s), Bytes: bytes.Clone(b)}
+}

@@ -1,0 +1,371 @@
+// Package keyed reads the data streams of canonical Flink savepoints:
+// keyed-state files (KeyedBackendSerializationProxy header followed by
+// key-group blocks) and operator-state files (OperatorBackendSerializationProxy
+// header followed by list elements and broadcast maps).
+//
+// # Keyed state
+//
+//	h, n, err := keyed.ReadHeader(io.NewSectionReader(src, 0, size), name)
+//	err = keyed.ReadKeyGroup(src, size, name, h, kg, offset, maxParallelism,
+//		func(e *keyed.Entry) error { ... })
+//
+// ReadHeader parses the header (proxy version, compression flag, key
+// serializer snapshot, state meta infos). ReadKeyGroup streams one key
+// group's block starting at its handle offset through a bufio.Reader over
+// an io.SectionReader — the whole file is never loaded — undoing the
+// per-block Snappy framing when the header says so, splitting every key into
+// key-group prefix, key, namespace and (MAP) user key, and decoding values
+// per state kind. Entry byte slices are only valid during the callback.
+//
+// ReadKeyGroupWith selects a Mode: ModeRaw (framing only: key and value
+// bytes), ModeSplit (also split keys, no value model) or ModeDecode (the
+// default: everything decoded). Every key and value must be consumed
+// exactly; leftovers and any malformed input yield an *Error naming the
+// file, key group and offset. Serializers without a data decoder never fail
+// a read: their parts are reported as *serde.Raw.
+//
+// # Operator state
+//
+// ReadOperatorHeader parses an operator-state file header; ReadListElement
+// and ReadBroadcastState decode the data at the offsets of an operator
+// state handle (see opstate.go).
+package keyed
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
+	"github.com/sfstate/sfstate/savepoint/serde"
+)
+
+// BackendStateType is StateMetaInfoSnapshot.BackendStateType.
+type BackendStateType int
+
+// Backend state types by ordinal (wire format).
+const (
+	KeyValue BackendStateType = iota
+	Operator
+	Broadcast
+	PriorityQueue
+	KeyValueV2
+)
+
+func (t BackendStateType) String() string {
+	switch t {
+	case KeyValue:
+		return "KEY_VALUE"
+	case Operator:
+		return "OPERATOR"
+	case Broadcast:
+		return "BROADCAST"
+	case PriorityQueue:
+		return "PRIORITY_QUEUE"
+	case KeyValueV2:
+		return "KEY_VALUE_V2"
+	}
+	return fmt.Sprintf("BackendStateType(%d)", int(t))
+}
+
+// Option and serializer-map keys used in state meta infos.
+const (
+	OptKeyedStateType   = "KEYED_STATE_TYPE"
+	OptDistributionMode = "OPERATOR_STATE_DISTRIBUTION_MODE"
+	SerKey              = "KEY_SERIALIZER"
+	SerNamespace        = "NAMESPACE_SERIALIZER"
+	SerValue            = "VALUE_SERIALIZER"
+	SerUserKey          = "USER_KEY_SERIALIZER"
+)
+
+// KeyedProxyVersion is the only KeyedBackendSerializationProxy version
+// written by Flink 1.7 and later.
+const KeyedProxyVersion = 6
+
+const (
+	maxStates       = 32767
+	maxOptions      = 1 << 12
+	maxSerializers  = 1 << 8
+	maxHeaderBytes  = 16 << 20
+	headerReadChunk = 64 << 10
+)
+
+// NamedSnapshot is one entry of a state's serializer map, in file order.
+type NamedSnapshot struct {
+	Key      string
+	Snapshot *serde.Snapshot
+}
+
+// StateMeta is one StateMetaInfoSnapshot.
+type StateMeta struct {
+	// ID is the state's position in its file (the kvStateId of §4.4).
+	ID   int
+	Name string
+	Type BackendStateType
+	// Kind is KEYED_STATE_TYPE for key/value states (VALUE, LIST, MAP,
+	// REDUCING, AGGREGATING, FOLDING), "PRIORITY_QUEUE" for timers and the
+	// distribution mode for operator states.
+	Kind string
+	// Options in file order; OptionMap for look-ups.
+	Options   [][2]string
+	OptionMap map[string]string
+	// Serializers in file order.
+	Serializers []NamedSnapshot
+
+	// Convenience views of Serializers. Value is the VALUE_SERIALIZER
+	// (a ListSerializer for LIST, MapSerializer for MAP, the element
+	// serializer for PRIORITY_QUEUE). Element is the list element
+	// serializer; UserKey/UserValue the map's key/value serializers; Key
+	// the KEY_SERIALIZER of broadcast states.
+	Namespace, Value, Element, UserKey, UserValue, Key *serde.Snapshot
+	// TTL is set when values (or list elements, or map values) are wrapped
+	// by the state-TTL serializer.
+	TTL bool
+
+	nsDec, valDec, elemDec, ukDec, uvDec, keyDec serde.Decoder
+}
+
+// Serializer returns the snapshot registered under key, or nil.
+func (m *StateMeta) Serializer(key string) *serde.Snapshot {
+	for _, s := range m.Serializers {
+		if s.Key == key {
+			return s.Snapshot
+		}
+	}
+	return nil
+}
+
+// Header is a parsed KeyedBackendSerializationProxy.
+type Header struct {
+	Version    int
+	Compressed bool
+	// KeySerializer is the key serializer snapshot of the whole file.
+	KeySerializer *serde.Snapshot
+	States        []*StateMeta
+	// Raw holds the exact header bytes.
+	Raw []byte
+
+	keyDec    serde.Decoder
+	ambiguous bool
+}
+
+// State returns the state with the given name (nil if absent).
+func (h *Header) State(name string) *StateMeta {
+	for _, s := range h.States {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// KeyDecoder returns the decoder of the file's key serializer.
+func (h *Header) KeyDecoder() serde.Decoder { return h.keyDec }
+
+// ReadHeader reads a keyed-state header from r (positioned at the file
+// start) and returns it with its length in bytes. name is used in errors.
+// It reads r in growing chunks and stops as soon as the header parses, so
+// only a little more than the header is consumed from r.
+func ReadHeader(r io.Reader, name string) (*Header, int64, error) {
+	var h *Header
+	var n int
+	err := readGrowing(r, name, func(b []byte) error {
+		var err error
+		h, n, err = ParseHeader(b, name)
+		return err
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	h.Raw = append([]byte(nil), h.Raw...)
+	return h, int64(n), nil
+}
+
+// readGrowing feeds parse ever larger prefixes of r until it succeeds, r is
+// exhausted, or maxHeaderBytes is reached; the last error is returned.
+func readGrowing(r io.Reader, name string, parse func([]byte) error) error {
+	buf := make([]byte, 0, headerReadChunk)
+	eof := false
+	for {
+		want := cap(buf)
+		for len(buf) < want && !eof {
+			n, err := r.Read(buf[len(buf):want])
+			buf = buf[:len(buf)+n]
+			if err == io.EOF {
+				eof = true
+			} else if err != nil {
+				return fmt.Errorf("%s: reading header: %w", name, err)
+			}
+		}
+		err := parse(buf)
+		if err == nil || eof || len(buf) >= maxHeaderBytes {
+			return err
+		}
+		nb := make([]byte, len(buf), min(2*cap(buf), maxHeaderBytes))
+		copy(nb, buf)
+		buf = nb
+	}
+}
+
+// ParseHeader parses a keyed-state header at the start of b and returns it
+// with the number of bytes it occupies. h.Raw aliases b.
+func ParseHeader(b []byte, name string) (*Header, int, error) {
+	d := binfmt.New(b, 0)
+	h := &Header{}
+	h.Version = int(d.I32())
+	if d.Err() == nil && h.Version != KeyedProxyVersion {
+		return nil, 0, headerErr(name, &binfmt.OffsetError{Offset: 0, Err: fmt.Errorf("%w: keyed backend proxy version %d (want %d; pre-1.7 formats are not supported)", binfmt.ErrCorrupt, h.Version, KeyedProxyVersion)})
+	}
+	h.Compressed = d.Bool()
+	h.KeySerializer = serde.ReadTop(d)
+	at := d.Offset()
+	n := int(d.I16())
+	if d.Err() == nil && (n < 0 || n > maxStates) {
+		return nil, 0, headerErr(name, &binfmt.OffsetError{Offset: at, Err: fmt.Errorf("%w: state count %d", binfmt.ErrCorrupt, n)})
+	}
+	for i := 0; i < n && d.Err() == nil; i++ {
+		m := readStateMeta(d)
+		if m != nil {
+			m.ID = i
+			h.States = append(h.States, m)
+		}
+	}
+	if d.Err() != nil {
+		return nil, 0, headerErr(name, d.Err())
+	}
+	h.Raw = b[:d.Pos:d.Pos]
+	h.prepare()
+	return h, d.Pos, nil
+}
+
+func headerErr(name string, err error) error {
+	return &Error{File: name, KeyGroup: -1, Offset: offsetOf(err), BlockPos: -1, Err: err}
+}
+
+func offsetOf(err error) int64 {
+	var oe *binfmt.OffsetError
+	if errors.As(err, &oe) {
+		return oe.Offset
+	}
+	return -1
+}
+
+// readStateMeta reads one StateMetaInfoSnapshot (meta-info version 6/7).
+func readStateMeta(d *binfmt.Decbuf) *StateMeta {
+	m := &StateMeta{OptionMap: map[string]string{}}
+	m.Name = d.UTF()
+	at := d.Offset()
+	t := d.I32()
+	if d.Err() == nil && (t < 0 || t > int32(KeyValueV2)) {
+		d.Fail(&binfmt.OffsetError{Offset: at, Err: fmt.Errorf("%w: backend state type %d", binfmt.ErrCorrupt, t)})
+		return nil
+	}
+	m.Type = BackendStateType(t)
+	no := d.Count("option", maxOptions, 4)
+	for i := 0; i < no && d.Err() == nil; i++ {
+		k, v := d.UTF(), d.UTF()
+		m.Options = append(m.Options, [2]string{k, v})
+		m.OptionMap[k] = v
+	}
+	ns := d.Count("serializer", maxSerializers, 6)
+	for i := 0; i < ns && d.Err() == nil; i++ {
+		k := d.UTF()
+		s := serde.ReadTop(d)
+		if d.Err() == nil {
+			m.Serializers = append(m.Serializers, NamedSnapshot{Key: k, Snapshot: s})
+		}
+	}
+	if d.Err() != nil {
+		return nil
+	}
+	switch m.Type {
+	case KeyValue, KeyValueV2:
+		m.Kind = m.OptionMap[OptKeyedStateType]
+	case PriorityQueue:
+		m.Kind = "PRIORITY_QUEUE"
+	case Operator, Broadcast:
+		m.Kind = m.OptionMap[OptDistributionMode]
+	}
+	return m
+}
+
+// prepare fills the convenience views and builds decoders.
+func (h *Header) prepare() {
+	h.keyDec = serde.NewDecoder(h.KeySerializer)
+	for _, m := range h.States {
+		m.prepare()
+	}
+}
+
+func (m *StateMeta) prepare() {
+	m.Namespace = m.Serializer(SerNamespace)
+	m.Value = m.Serializer(SerValue)
+	m.Key = m.Serializer(SerKey)
+	if m.Namespace != nil {
+		m.nsDec = serde.NewDecoder(m.Namespace)
+	}
+	if m.Key != nil {
+		m.keyDec = serde.NewDecoder(m.Key)
+	}
+	if m.Value == nil {
+		return
+	}
+	m.valDec = serde.NewDecoder(m.Value)
+	switch {
+	case m.Kind == "LIST" && m.Value.Class == serde.ClassList && len(m.Value.Nested) == 1:
+		m.Element = m.Value.Nested[0]
+		m.elemDec = serde.NewDecoder(m.Element)
+		m.TTL = m.Element.Class == serde.ClassTTL
+	case m.Kind == "MAP" && m.Value.Class == serde.ClassMap && len(m.Value.Nested) == 2:
+		m.UserKey, m.UserValue = m.Value.Nested[0], m.Value.Nested[1]
+		if uk := m.Serializer(SerUserKey); uk != nil {
+			m.UserKey = uk
+		}
+		m.ukDec = serde.NewDecoder(m.UserKey)
+		m.uvDec = serde.NewDecoder(m.UserValue)
+		m.TTL = m.UserValue.Class == serde.ClassTTL
+	default:
+		m.TTL = m.Value.Class == serde.ClassTTL
+	}
+}
+
+// StateNames returns the state names sorted (handy for listings).
+func (h *Header) StateNames() []string {
+	out := make([]string, len(h.States))
+	for i, s := range h.States {
+		out[i] = s.Name
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Error is a failure while reading a state stream.
+type Error struct {
+	File string
+	// KeyGroup is -1 for header errors.
+	KeyGroup int
+	// Offset is the absolute file offset of the failure, or -1. In a
+	// compressed block it is the block's offset (see BlockPos).
+	Offset int64
+	// BlockPos is the position within the (decompressed) key-group block
+	// stream, or -1.
+	BlockPos int64
+	Err      error
+}
+
+func (e *Error) Error() string {
+	s := e.File
+	if e.KeyGroup >= 0 {
+		s += fmt.Sprintf(": key group %d", e.KeyGroup)
+	}
+	if e.Offset >= 0 {
+		s += fmt.Sprintf(" at offset %d", e.Offset)
+	}
+	if e.BlockPos >= 0 && e.KeyGroup >= 0 {
+		s += fmt.Sprintf(" (block byte %d)", e.BlockPos)
+	}
+	return s + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
