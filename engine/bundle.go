@@ -1,0 +1,456 @@
+package engine
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// KeyRef names one stored key of one state.
+type KeyRef struct {
+	State *State
+	Key   []byte
+}
+
+type bkey struct {
+	st int
+	k  string
+}
+
+type entry struct {
+	val     []byte // payload, without the timestamp prefix
+	ts      int64  // last access (write) time
+	present bool   // a live value exists (after this bundle's updates)
+	stored  bool   // the backend holds some value for the key (live or expired)
+	dirty   bool
+}
+
+// BundleStats counts one bundle's traffic.
+type BundleStats struct {
+	Hydrated   int // keys read by Begin's batched reads
+	PointReads int // keys read later, one at a time (misses of Begin)
+	Writes     int // puts and deletes in the commit batch
+}
+
+// Bundle is the write path: Begin hydrates every key the bundle will touch
+// with one batched read per state, updates go to the bundle's working map,
+// Commit writes the dirty set with one atomic write batch (one write per
+// touched key, deletes included) and clears the working map. The working
+// map is a per-bundle cache, nothing more: no state survives Commit in it.
+//
+// Byte slices returned by a bundle stay valid until Commit or Abort. A
+// bundle is not safe for concurrent use.
+type Bundle struct {
+	op      *Operator
+	entries map[bkey]*entry
+	slab    []byte
+	now     int64
+	active  bool
+	batch   Batch
+	stats   BundleStats
+	keyBuf  []byte
+	scratch [][]byte
+}
+
+// NewBundle returns a reusable bundle for the operator.
+func (op *Operator) NewBundle() *Bundle {
+	return &Bundle{op: op, entries: make(map[bkey]*entry)}
+}
+
+// ErrBundleActive is returned by Begin while a bundle is open.
+var ErrBundleActive = errors.New("engine: bundle already begun")
+
+// ErrNoBundle is returned by bundle operations outside Begin..Commit.
+var ErrNoBundle = errors.New("engine: no active bundle")
+
+// Now is the bundle's clock reading, taken at Begin: TTL decisions and
+// timestamps written within the bundle use it.
+func (b *Bundle) Now() int64 { return b.now }
+
+// Stats returns the current bundle's counters.
+func (b *Bundle) Stats() BundleStats { return b.stats }
+
+// Len is the number of keys in the working map.
+func (b *Bundle) Len() int { return len(b.entries) }
+
+// Begin opens a bundle and hydrates keys (repeats allowed, any order) with
+// one batched read per state.
+func (b *Bundle) Begin(keys []KeyRef) error {
+	if b.active {
+		return ErrBundleActive
+	}
+	b.active = true
+	b.now = b.op.clock.Now()
+	b.stats = BundleStats{}
+	if len(keys) == 0 {
+		return nil
+	}
+	// group by state, preserving first appearance
+	var order []*State
+	groups := map[int][][]byte{}
+	for _, r := range keys {
+		if r.State == nil || r.State.op != b.op {
+			b.abort()
+			return errors.New("engine: Begin: key of a foreign or nil state")
+		}
+		if _, ok := groups[r.State.id]; !ok {
+			order = append(order, r.State)
+		}
+		groups[r.State.id] = append(groups[r.State.id], r.Key)
+	}
+	for _, s := range order {
+		if err := b.Hydrate(s, groups[s.id]); err != nil {
+			b.abort()
+			return err
+		}
+	}
+	return nil
+}
+
+// Hydrate reads the keys of one state not yet in the working map with one
+// batched read. Begin calls it; operators may call it for keys they learn
+// about later in the bundle.
+func (b *Bundle) Hydrate(s *State, keys [][]byte) error {
+	if !b.active {
+		return ErrNoBundle
+	}
+	need := b.scratch[:0]
+	seen := make(map[string]struct{}, len(keys))
+	for _, k := range keys {
+		if _, ok := b.entries[bkey{s.id, string(k)}]; ok {
+			continue
+		}
+		if _, ok := seen[string(k)]; ok {
+			continue
+		}
+		seen[string(k)] = struct{}{}
+		need = append(need, k)
+	}
+	b.scratch = need[:0]
+	if len(need) == 0 {
+		return nil
+	}
+	b.stats.Hydrated += len(need)
+	return b.load(s, need)
+}
+
+func (b *Bundle) load(s *State, keys [][]byte) error {
+	var derr error
+	err := b.op.be.MultiGet(s.id, keys, func(i int, v []byte, found bool) {
+		e := &entry{}
+		if found {
+			e.stored = true
+			ts, p, ok := splitValue(v)
+			if !ok {
+				if derr == nil {
+					derr = fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
+				}
+			} else if !s.expired(ts, b.now) {
+				e.present = true
+				e.ts = ts
+				off := len(b.slab)
+				b.slab = append(b.slab, p...)
+				e.val = b.slab[off:len(b.slab):len(b.slab)]
+			}
+		}
+		b.entries[bkey{s.id, string(keys[i])}] = e
+	})
+	if err != nil {
+		return err
+	}
+	return derr
+}
+
+func (b *Bundle) lookup(s *State, key []byte) (*entry, error) {
+	if !b.active {
+		return nil, ErrNoBundle
+	}
+	if e, ok := b.entries[bkey{s.id, string(key)}]; ok {
+		if e.present && !e.dirty && s.expired(e.ts, b.now) {
+			e.present = false
+		}
+		return e, nil
+	}
+	b.stats.PointReads++
+	if err := b.load(s, [][]byte{key}); err != nil {
+		return nil, err
+	}
+	return b.entries[bkey{s.id, string(key)}], nil
+}
+
+// Get returns the live payload of key, or ok=false.
+func (b *Bundle) Get(s *State, key []byte) (payload []byte, ok bool, err error) {
+	e, err := b.lookup(s, key)
+	if err != nil || !e.present {
+		return nil, false, err
+	}
+	return e.val, true, nil
+}
+
+// Contains reports whether key holds a live value.
+func (b *Bundle) Contains(s *State, key []byte) (bool, error) {
+	_, ok, err := b.Get(s, key)
+	return ok, err
+}
+
+func (b *Bundle) entryFor(s *State, key []byte) *entry {
+	k := bkey{s.id, string(key)}
+	e, ok := b.entries[k]
+	if !ok {
+		// Blind write: no read needed. Assume the backend may hold a value.
+		e = &entry{stored: true}
+		b.entries[k] = e
+	}
+	return e
+}
+
+// Put sets key's payload (copied) and refreshes its timestamp.
+func (b *Bundle) Put(s *State, key, payload []byte) error {
+	if !b.active {
+		return ErrNoBundle
+	}
+	e := b.entryFor(s, key)
+	off := len(b.slab)
+	b.slab = append(b.slab, payload...)
+	e.val = b.slab[off:len(b.slab):len(b.slab)]
+	e.present, e.dirty, e.ts = true, true, b.now
+	return nil
+}
+
+// Delete removes key.
+func (b *Bundle) Delete(s *State, key []byte) error {
+	if !b.active {
+		return ErrNoBundle
+	}
+	e := b.entryFor(s, key)
+	e.val, e.present, e.dirty = nil, false, true
+	return nil
+}
+
+// ---- list state: the payload is a sequence of uvarint-length-prefixed
+// elements; the list's timestamp is refreshed on every write.
+
+func decodeList(p []byte, fn func(elem []byte) bool) error {
+	for len(p) > 0 {
+		n, w := binary.Uvarint(p)
+		if w <= 0 || n > uint64(len(p)-w) {
+			return errors.New("engine: malformed list value")
+		}
+		if !fn(p[w : w+int(n)]) {
+			return nil
+		}
+		p = p[w+int(n):]
+	}
+	return nil
+}
+
+// ListAdd appends elem to the list at key.
+func (b *Bundle) ListAdd(s *State, key, elem []byte) error {
+	return b.ListAddAll(s, key, [][]byte{elem})
+}
+
+// ListAddAll appends elems to the list at key.
+func (b *Bundle) ListAddAll(s *State, key []byte, elems [][]byte) error {
+	e, err := b.lookup(s, key)
+	if err != nil {
+		return err
+	}
+	var v []byte
+	if e.present {
+		v = append(v, e.val...)
+	}
+	for _, el := range elems {
+		v = appendLenBytes(v, el)
+	}
+	e.val, e.present, e.dirty, e.ts = v, true, true, b.now
+	return nil
+}
+
+// ListUpdate replaces the list at key; an empty elems deletes it.
+func (b *Bundle) ListUpdate(s *State, key []byte, elems [][]byte) error {
+	if len(elems) == 0 {
+		return b.Delete(s, key)
+	}
+	var v []byte
+	for _, el := range elems {
+		v = appendLenBytes(v, el)
+	}
+	return b.Put(s, key, v)
+}
+
+// ListGet visits the list's elements in order until fn returns false.
+func (b *Bundle) ListGet(s *State, key []byte, fn func(elem []byte) bool) error {
+	p, ok, err := b.Get(s, key)
+	if err != nil || !ok {
+		return err
+	}
+	return decodeList(p, fn)
+}
+
+// ---- multiset state: value -> count, count stored as 8-byte big-endian.
+
+// MultisetAdd adds delta to the count of the entry key and returns the new
+// count; a count that reaches zero or below removes the entry.
+func (b *Bundle) MultisetAdd(s *State, key []byte, delta int64) (int64, error) {
+	e, err := b.lookup(s, key)
+	if err != nil {
+		return 0, err
+	}
+	var c int64
+	if e.present {
+		if len(e.val) != 8 {
+			return 0, fmt.Errorf("engine: state %q: multiset count of %d bytes", s.desc.Name, len(e.val))
+		}
+		c = int64(binary.BigEndian.Uint64(e.val))
+	}
+	c += delta
+	if c <= 0 {
+		e.val, e.present, e.dirty = nil, false, true
+		return 0, nil
+	}
+	off := len(b.slab)
+	b.slab = binary.BigEndian.AppendUint64(b.slab, uint64(c))
+	e.val = b.slab[off:len(b.slab):len(b.slab)]
+	e.present, e.dirty, e.ts = true, true, b.now
+	return c, nil
+}
+
+// MultisetCount returns the count of the entry key (0 when absent).
+func (b *Bundle) MultisetCount(s *State, key []byte) (int64, error) {
+	p, ok, err := b.Get(s, key)
+	if err != nil || !ok {
+		return 0, err
+	}
+	if len(p) != 8 {
+		return 0, fmt.Errorf("engine: state %q: multiset count of %d bytes", s.desc.Name, len(p))
+	}
+	return int64(binary.BigEndian.Uint64(p)), nil
+}
+
+// Iterate visits, in key order, the live entries of s whose stored key
+// starts with prefix (an EntryPrefix for map and multiset states), merging
+// the backend with this bundle's updates. fn gets the suffix after prefix
+// (the user key) and the payload.
+func (b *Bundle) Iterate(s *State, prefix []byte, fn func(userKey, payload []byte) bool) error {
+	if !b.active {
+		return ErrNoBundle
+	}
+	type kv struct {
+		k string
+		v []byte
+	}
+	merged := map[string][]byte{}
+	upper := prefixEnd(prefix)
+	var derr error
+	err := b.op.be.Scan(s.id, prefix, upper, func(k, v []byte) bool {
+		if _, ok := b.entries[bkey{s.id, string(k)}]; ok {
+			return true // the working map decides
+		}
+		ts, p, ok := splitValue(v)
+		if !ok {
+			derr = fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
+			return false
+		}
+		if !s.expired(ts, b.now) {
+			merged[string(k)] = append([]byte{}, p...)
+		}
+		return true
+	})
+	if err != nil {
+		return err
+	}
+	if derr != nil {
+		return derr
+	}
+	for k, e := range b.entries {
+		if k.st != s.id || !e.present || !bytes.HasPrefix([]byte(k.k), prefix) {
+			continue
+		}
+		if !e.dirty && s.expired(e.ts, b.now) {
+			continue
+		}
+		merged[k.k] = e.val
+	}
+	out := make([]kv, 0, len(merged))
+	for k, v := range merged {
+		out = append(out, kv{k, v})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].k < out[j].k })
+	for _, e := range out {
+		if !fn([]byte(e.k[len(prefix):]), e.v) {
+			break
+		}
+	}
+	return nil
+}
+
+// prefixEnd returns the smallest key greater than every key starting with
+// p, or nil when there is none.
+func prefixEnd(p []byte) []byte {
+	end := append([]byte(nil), p...)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] != 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// Commit writes the dirty set with one atomic write batch and clears the
+// working map.
+func (b *Bundle) Commit() error {
+	if !b.active {
+		return ErrNoBundle
+	}
+	if b.batch == nil {
+		b.batch = b.op.be.NewBatch()
+	}
+	writes := 0
+	for k, e := range b.entries {
+		if !e.dirty {
+			continue
+		}
+		key := []byte(k.k)
+		if e.present {
+			b.keyBuf = appendValue(b.keyBuf[:0], e.ts, e.val)
+			b.batch.Put(k.st, key, b.keyBuf)
+			writes++
+		} else if e.stored {
+			b.batch.Delete(k.st, key)
+			writes++
+		}
+	}
+	b.stats.Writes = writes
+	err := b.batch.Commit()
+	b.abort()
+	return err
+}
+
+// Abort discards the bundle's updates.
+func (b *Bundle) Abort() {
+	if b.active {
+		b.abort()
+	}
+}
+
+func (b *Bundle) abort() {
+	clear(b.entries)
+	if cap(b.slab) > 64<<20 {
+		b.slab = nil
+	} else {
+		b.slab = b.slab[:0]
+	}
+	b.active = false
+}
+
+// Close releases the bundle's native batch.
+func (b *Bundle) Close() {
+	b.Abort()
+	if b.batch != nil {
+		b.batch.Close()
+		b.batch = nil
+	}
+}

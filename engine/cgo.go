@@ -1,0 +1,41 @@
+package engine
+
+// #cgo CFLAGS: -O2
+// #cgo CXXFLAGS: -std=c++17 -O2
+// #cgo LDFLAGS: -lrocksdb -lstdc++
+// #include <stdlib.h>
+// #include "shim.h"
+import "C"
+
+import (
+	"errors"
+	"unsafe"
+
+	"github.com/linxGnu/grocksdb"
+)
+
+// The handles below are read from grocksdb's wrapper structs, whose first
+// field is the C API pointer (true for grocksdb v1.7.15, the version go.mod
+// pins; TestNativeHandles checks each one against the C API).
+
+func nativeDB(db *grocksdb.DB) *C.rocksdb_t {
+	return *(**C.rocksdb_t)(unsafe.Pointer(db))
+}
+
+func nativeCF(cf *grocksdb.ColumnFamilyHandle) *C.rocksdb_column_family_handle_t {
+	return *(**C.rocksdb_column_family_handle_t)(unsafe.Pointer(cf))
+}
+
+func nativeOptions(o *grocksdb.Options) *C.rocksdb_options_t {
+	return *(**C.rocksdb_options_t)(unsafe.Pointer(o))
+}
+
+// cError converts and frees a C error string.
+func cError(e *C.char) error {
+	if e == nil {
+		return nil
+	}
+	s := C.GoString(e)
+	C.free(unsafe.Pointer(e))
+	return errors.New(s)
+}

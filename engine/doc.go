@@ -1,0 +1,59 @@
+// Package engine is sfstate's keyed-state store: one RocksDB instance per
+// operator subtask (grocksdb over the system librocksdb, plus a small C/C++
+// shim), or an in-memory heap backend with identical semantics.
+//
+// # States and key layout
+//
+// An operator declares its states (StateDesc: name, kind, TTL). Each state
+// is one column family (RocksDB) or one ordered map (heap). Every stored key
+// starts with the key group, big-endian, in Flink's width: 1 byte when the
+// maximum parallelism is at most 128, else 2. A key-group range is therefore
+// one contiguous key range per state, which is what savepoint export,
+// rescale clipping (DeleteRange) and verification iterate.
+//
+//	value, list:     kg | uvarint(len key) key | uvarint(len ns) ns
+//	map, multiset:   kg | uvarint(len key) key | uvarint(len ns) ns | user key
+//
+// Map and multiset entries of one (key, namespace) are contiguous and
+// ordered by user-key bytes. Every stored value starts with an 8-byte
+// big-endian last-access timestamp (milliseconds), followed by the payload:
+// opaque bytes for values and map entries (the row codec's compact rows),
+// uvarint-length-prefixed elements for lists, an 8-byte big-endian count for
+// multisets.
+//
+// # TTL
+//
+// A state with a TTL refreshes the timestamp on create and write (Flink's
+// OnCreateAndWrite); reads never return a value whose timestamp plus TTL is
+// at or before the clock. A native compaction filter reads only the 8-byte
+// prefix and drops expired entries. Clock is shared with that filter and can
+// be driven by hand in tests. A list's TTL applies to the whole list.
+//
+// # Write path
+//
+// Bundle.Begin hydrates every key the bundle will touch with one batched
+// MultiGet per state (RocksDB's batched_multi_get_cf with pinned slices:
+// values are handed over straight from RocksDB's memory, released after the
+// batch, in input order). Operators read and update the bundle's working
+// map; Commit writes the dirty set with one WriteBatch, WAL off — one write
+// per touched key per bundle, deletes included — and clears the map. There
+// is no memory-pressure flush: RocksDB's background threads own flushing.
+//
+// # Durability (WAL off)
+//
+// Bundles are atomic: a crash never exposes part of a bundle. With the WAL
+// off and atomic flush on, what survives a crash is the state after some
+// prefix of the committed bundles, at least every bundle committed before
+// the last completed Flush; later bundles may or may not survive (background
+// flushes can persist them). Flush is the durability point checkpoints use.
+//
+// # Memory
+//
+// SlotMemory follows Flink's managed-memory governance: one LRU block cache
+// of (3 − r)·M/3 bytes with a high-priority pool for index and filter blocks,
+// and one write-buffer manager of 2·M·r/3 bytes charged to that cache, shared
+// by every RocksDB instance of the slot; arena blocks are one eighth of the
+// smaller of the configured write buffer and the shared capacity, 4 KiB
+// aligned. Native memory is bounded by M regardless of operator count.
+// Pool hands out reservations for Go-side caches.
+package engine

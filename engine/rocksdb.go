@@ -1,0 +1,456 @@
+package engine
+
+// #include <stdlib.h>
+// #include "shim.h"
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"unsafe"
+
+	"github.com/linxGnu/grocksdb"
+)
+
+// RocksOptions configures one operator subtask's RocksDB instance. The
+// per-record baseline in the benchmarks uses the very same options.
+type RocksOptions struct {
+	// Slot, when set, supplies the shared block cache and write-buffer
+	// manager. Without it the instance gets a private 8 MiB cache.
+	Slot *SlotMemory
+	// WriteBufferSize is the configured memtable size per column family;
+	// zero means 64 MiB (RocksDB's and Flink's default).
+	WriteBufferSize int64
+	// MaxWriteBufferNumber defaults to 2.
+	MaxWriteBufferNumber int
+	// BloomBitsPerKey > 0 adds a bloom filter; zero means 10, negative none.
+	BloomBitsPerKey int
+	// BlockSize defaults to 4 KiB.
+	BlockSize int
+	// Clock is the TTL clock (read by the compaction filter); nil = wall.
+	Clock *Clock
+	// ErrorIfExists refuses to open an existing directory.
+	ErrorIfExists bool
+}
+
+func (o *RocksOptions) defaults() {
+	if o.WriteBufferSize == 0 {
+		o.WriteBufferSize = 64 << 20
+	}
+	if o.MaxWriteBufferNumber == 0 {
+		o.MaxWriteBufferNumber = 2
+	}
+	if o.BloomBitsPerKey == 0 {
+		o.BloomBitsPerKey = 10
+	}
+	if o.BlockSize == 0 {
+		o.BlockSize = 4 << 10
+	}
+	if o.Clock == nil {
+		o.Clock = SystemClock()
+	}
+}
+
+type rocksBackend struct {
+	mu     sync.RWMutex
+	closed bool
+	dir    string
+	layout Layout
+	states []StateDesc
+	ropts  RocksOptions
+
+	db       *grocksdb.DB
+	handles  []*grocksdb.ColumnFamilyHandle // every opened family
+	cfs      []*grocksdb.ColumnFamilyHandle // by state id
+	opts     []*grocksdb.Options            // kept alive until Close
+	cache    *grocksdb.Cache                // private cache, when no slot
+	bbto     *grocksdb.BlockBasedTableOptions
+	wo       *grocksdb.WriteOptions
+	slotNat  *C.sfs_slot_memory_t
+	cdb      *C.rocksdb_t
+	ccfs     []*C.rocksdb_column_family_handle_t
+	cro      *C.rocksdb_readoptions_t
+	scratchP sync.Pool
+}
+
+// ColumnFamilyOptions builds the options every state's column family (and
+// the per-record baseline) uses. The returned options own native memory:
+// Destroy them after the DB that uses them is closed.
+func columnFamilyOptions(o RocksOptions, ttlMillis int64, slot *C.sfs_slot_memory_t, private *grocksdb.BlockBasedTableOptions) (*grocksdb.Options, error) {
+	opts := grocksdb.NewDefaultOptions()
+	opts.SetCreateIfMissing(true)
+	opts.SetCreateIfMissingColumnFamilies(true)
+	opts.SetErrorIfExists(o.ErrorIfExists)
+	opts.SetAtomicFlush(true)
+	opts.SetWriteBufferSize(uint64(o.WriteBufferSize))
+	opts.SetMaxWriteBufferNumber(o.MaxWriteBufferNumber)
+	opts.SetMaxBackgroundJobs(2)
+	opts.SetCompression(grocksdb.SnappyCompression)
+	if slot != nil {
+		arena := ArenaBlockSize(o.WriteBufferSize, int64(C.sfs_slot_memory_wbm_capacity(slot)))
+		bits := o.BloomBitsPerKey
+		if bits < 0 {
+			bits = 0
+		}
+		if rc := C.sfs_options_apply_slot(nativeOptions(opts), slot, C.size_t(o.BlockSize), C.int(bits), C.size_t(arena)); rc != 0 {
+			opts.Destroy()
+			return nil, fmt.Errorf("engine: applying slot memory to options failed (%d)", int(rc))
+		}
+	} else if private != nil {
+		opts.SetBlockBasedTableFactory(private)
+	}
+	if ttlMillis > 0 {
+		f := C.sfs_ttl_filter_new(C.int64_t(ttlMillis), o.Clock.c)
+		if f == nil {
+			opts.Destroy()
+			return nil, errors.New("engine: cannot create the TTL compaction filter")
+		}
+		opts.SetCompactionFilter(grocksdb.NewNativeCompactionFilter(unsafe.Pointer(f)))
+	}
+	return opts, nil
+}
+
+func privateTableOptions(o RocksOptions) (*grocksdb.BlockBasedTableOptions, *grocksdb.Cache) {
+	cache := grocksdb.NewLRUCache(8 << 20)
+	t := grocksdb.NewDefaultBlockBasedTableOptions()
+	t.SetBlockCache(cache)
+	t.SetBlockSize(o.BlockSize)
+	t.SetCacheIndexAndFilterBlocks(true)
+	if o.BloomBitsPerKey > 0 {
+		t.SetFilterPolicy(grocksdb.NewBloomFilter(float64(o.BloomBitsPerKey)))
+	}
+	return t, cache
+}
+
+// OpenRocksDB opens (creating if needed) one operator subtask's RocksDB
+// instance in dir, one column family per declared state.
+func OpenRocksDB(dir string, layout Layout, states []StateDesc, ro RocksOptions) (Backend, error) {
+	if err := layout.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkStates(states); err != nil {
+		return nil, err
+	}
+	ro.defaults()
+	b := &rocksBackend{dir: dir, layout: layout, states: append([]StateDesc(nil), states...), ropts: ro}
+	if ro.Slot != nil {
+		nat, err := ro.Slot.acquire()
+		if err != nil {
+			return nil, err
+		}
+		b.slotNat = nat
+	} else {
+		b.bbto, b.cache = privateTableOptions(ro)
+	}
+	if err := b.open(); err != nil {
+		b.release()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *rocksBackend) open() error {
+	base, err := columnFamilyOptions(b.ropts, 0, b.slotNat, b.bbto)
+	if err != nil {
+		return err
+	}
+	b.opts = append(b.opts, base)
+	names := []string{"default"}
+	cfOpts := []*grocksdb.Options{base}
+	for _, s := range b.states {
+		o, err := columnFamilyOptions(b.ropts, s.TTL.Milliseconds(), b.slotNat, b.bbto)
+		if err != nil {
+			return err
+		}
+		b.opts = append(b.opts, o)
+		names = append(names, s.Name)
+		cfOpts = append(cfOpts, o)
+	}
+	// Families that exist on disk but are not declared must be opened too.
+	if existing, err := grocksdb.ListColumnFamilies(base, b.dir); err == nil {
+		declared := make(map[string]bool, len(names))
+		for _, n := range names {
+			declared[n] = true
+		}
+		for _, n := range existing {
+			if !declared[n] {
+				names = append(names, n)
+				cfOpts = append(cfOpts, base)
+			}
+		}
+	}
+	db, handles, err := grocksdb.OpenDbColumnFamilies(base, b.dir, names, cfOpts)
+	if err != nil {
+		return fmt.Errorf("engine: open rocksdb %s: %w", b.dir, err)
+	}
+	b.db = db
+	b.handles = handles
+	b.cfs = handles[1 : 1+len(b.states)]
+	b.cdb = nativeDB(db)
+	b.ccfs = make([]*C.rocksdb_column_family_handle_t, len(b.cfs))
+	for i, h := range b.cfs {
+		b.ccfs[i] = nativeCF(h)
+	}
+	b.cro = C.rocksdb_readoptions_create()
+	b.wo = grocksdb.NewDefaultWriteOptions()
+	b.wo.DisableWAL(true)
+	return nil
+}
+
+func (b *rocksBackend) release() {
+	if b.db != nil {
+		for _, h := range b.handles {
+			h.Destroy()
+		}
+		b.db.Close()
+		b.db = nil
+	}
+	if b.cro != nil {
+		C.rocksdb_readoptions_destroy(b.cro)
+		b.cro = nil
+	}
+	if b.wo != nil {
+		b.wo.Destroy()
+		b.wo = nil
+	}
+	for _, o := range b.opts {
+		o.Destroy()
+	}
+	b.opts = nil
+	if b.bbto != nil {
+		b.bbto.Destroy()
+		b.bbto = nil
+	}
+	if b.cache != nil {
+		b.cache.Destroy()
+		b.cache = nil
+	}
+	if b.slotNat != nil {
+		b.slotNat = nil
+		b.ropts.Slot.release()
+	}
+}
+
+func (b *rocksBackend) Name() string        { return "rocksdb" }
+func (b *rocksBackend) Layout() Layout      { return b.layout }
+func (b *rocksBackend) States() []StateDesc { return b.states }
+
+func (b *rocksBackend) check(st int) error {
+	if b.closed {
+		return ErrClosed
+	}
+	if st < 0 || st >= len(b.cfs) {
+		return ErrUnknownState
+	}
+	return nil
+}
+
+type mgScratch struct {
+	keybuf []byte
+	lens   []C.size_t
+	vptrs  []*C.char
+	vlens  []C.size_t
+}
+
+// MultiGet runs RocksDB's batched MultiGet through the shim: keys are packed
+// into one buffer, values come back pinned and are handed to fn straight from
+// RocksDB's memory, then released together.
+func (b *rocksBackend) MultiGet(st int, keys [][]byte, fn func(i int, val []byte, ok bool)) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.check(st); err != nil {
+		return err
+	}
+	n := len(keys)
+	if n == 0 {
+		return nil
+	}
+	sc, _ := b.scratchP.Get().(*mgScratch)
+	if sc == nil {
+		sc = &mgScratch{}
+	}
+	defer b.scratchP.Put(sc)
+	sc.keybuf = sc.keybuf[:0]
+	sc.lens = sc.lens[:0]
+	for _, k := range keys {
+		sc.keybuf = append(sc.keybuf, k...)
+		sc.lens = append(sc.lens, C.size_t(len(k)))
+	}
+	if cap(sc.vptrs) < n {
+		sc.vptrs = make([]*C.char, n)
+		sc.vlens = make([]C.size_t, n)
+	}
+	vptrs, vlens := sc.vptrs[:n], sc.vlens[:n]
+	var kb *C.char
+	if len(sc.keybuf) > 0 {
+		kb = (*C.char)(unsafe.Pointer(&sc.keybuf[0]))
+	} else {
+		// all keys empty: any valid address will do
+		var z byte
+		kb = (*C.char)(unsafe.Pointer(&z))
+	}
+	var pins unsafe.Pointer
+	cerr := C.sfs_multiget(b.cdb, b.cro, b.ccfs[st], C.size_t(n), kb, &sc.lens[0], &vptrs[0], &vlens[0], &pins)
+	defer C.sfs_multiget_release(pins, C.size_t(n))
+	if err := cError(cerr); err != nil {
+		return fmt.Errorf("engine: multiget on state %q: %w", b.states[st].Name, err)
+	}
+	for i := 0; i < n; i++ {
+		if vptrs[i] == nil {
+			fn(i, nil, false)
+			continue
+		}
+		fn(i, unsafe.Slice((*byte)(unsafe.Pointer(vptrs[i])), int(vlens[i])), true)
+	}
+	return nil
+}
+
+func (b *rocksBackend) Scan(st int, lower, upper []byte, fn func(key, val []byte) bool) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.check(st); err != nil {
+		return err
+	}
+	ro := grocksdb.NewDefaultReadOptions()
+	defer ro.Destroy()
+	if upper != nil {
+		ro.SetIterateUpperBound(upper)
+	}
+	it := b.db.NewIteratorCF(ro, b.cfs[st])
+	defer it.Close()
+	if len(lower) > 0 {
+		it.Seek(lower)
+	} else {
+		it.SeekToFirst()
+	}
+	for ; it.Valid(); it.Next() {
+		k := it.Key()
+		v := it.Value()
+		cont := fn(k.Data(), v.Data())
+		k.Free()
+		v.Free()
+		if !cont {
+			break
+		}
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("engine: scan of state %q: %w", b.states[st].Name, err)
+	}
+	return nil
+}
+
+func (b *rocksBackend) DeleteRange(st int, lower, upper []byte) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if err := b.check(st); err != nil {
+		return err
+	}
+	if upper == nil {
+		// Bound the range just past the last stored key.
+		ro := grocksdb.NewDefaultReadOptions()
+		it := b.db.NewIteratorCF(ro, b.cfs[st])
+		it.SeekToLast()
+		if it.Valid() {
+			k := it.Key()
+			upper = append(append([]byte(nil), k.Data()...), 0)
+			k.Free()
+		}
+		err := it.Err()
+		it.Close()
+		ro.Destroy()
+		if err != nil {
+			return err
+		}
+		if upper == nil {
+			return nil // empty
+		}
+	}
+	if err := b.db.DeleteRangeCF(b.wo, b.cfs[st], lower, upper); err != nil {
+		return fmt.Errorf("engine: delete range on state %q: %w", b.states[st].Name, err)
+	}
+	return nil
+}
+
+// Flush writes every column family's memtables to SST files in one atomic
+// flush and waits: all batches committed before Flush survive a crash.
+func (b *rocksBackend) Flush() error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return ErrClosed
+	}
+	return cError(C.sfs_flush_cfs(b.cdb, &b.ccfs[0], C.size_t(len(b.ccfs))))
+}
+
+func (b *rocksBackend) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
+	}
+	b.closed = true
+	b.release()
+	return nil
+}
+
+// Property reads an integer RocksDB property summed over the state
+// families (e.g. "rocksdb.cur-size-all-mem-tables").
+func (b *rocksBackend) Property(name string) (uint64, bool) {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return 0, false
+	}
+	var total uint64
+	cname := C.CString(name)
+	defer C.free(unsafe.Pointer(cname))
+	found := false
+	for _, cf := range b.handles {
+		var v C.uint64_t
+		if C.rocksdb_property_int_cf(b.cdb, nativeCF(cf), cname, &v) == 0 {
+			total += uint64(v)
+			found = true
+		}
+	}
+	return total, found
+}
+
+// DB exposes the underlying grocksdb handle and state column families for
+// native checkpoints and tooling. Do not close them.
+func (b *rocksBackend) DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle) { return b.db, b.cfs }
+
+type rocksBatch struct {
+	b  *rocksBackend
+	wb *grocksdb.WriteBatch
+}
+
+func (b *rocksBackend) NewBatch() Batch { return &rocksBatch{b: b, wb: grocksdb.NewWriteBatch()} }
+
+func (w *rocksBatch) Put(st int, key, val []byte) { w.wb.PutCF(w.b.cfs[st], key, val) }
+func (w *rocksBatch) Delete(st int, key []byte)   { w.wb.DeleteCF(w.b.cfs[st], key) }
+func (w *rocksBatch) Len() int                    { return w.wb.Count() }
+
+func (w *rocksBatch) Commit() error {
+	w.b.mu.RLock()
+	defer w.b.mu.RUnlock()
+	if w.b.closed {
+		return ErrClosed
+	}
+	if w.wb.Count() == 0 {
+		return nil
+	}
+	err := w.b.db.Write(w.b.wo, w.wb)
+	w.wb.Clear()
+	if err != nil {
+		return fmt.Errorf("engine: write batch: %w", err)
+	}
+	return nil
+}
+
+func (w *rocksBatch) Close() {
+	if w.wb != nil {
+		w.wb.Destroy()
+		w.wb = nil
+	}
+}

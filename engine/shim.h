@@ -1,0 +1,89 @@
+// Native helpers for the engine: batched pinned reads, the TTL compaction
+// filter, a controllable clock, and the slot-wide cache / write-buffer manager
+// that the RocksDB C API does not expose.
+#ifndef SFSTATE_ENGINE_SHIM_H
+#define SFSTATE_ENGINE_SHIM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <rocksdb/c.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- clock -----------------------------------------------------------------
+
+// sfs_clock_t is a millisecond clock shared by Go and the compaction filter.
+// manual == 0 means wall clock; otherwise now_ms is returned.
+typedef struct sfs_clock_t {
+  int64_t now_ms;
+  int32_t manual;
+} sfs_clock_t;
+
+sfs_clock_t* sfs_clock_new(int manual, int64_t now_ms);
+void sfs_clock_free(sfs_clock_t* c);
+int64_t sfs_clock_now(const sfs_clock_t* c);
+void sfs_clock_set(sfs_clock_t* c, int64_t now_ms);
+
+// ---- TTL compaction filter ---------------------------------------------------
+
+// Creates a compaction filter dropping entries whose 8-byte big-endian
+// last-access prefix plus ttl_ms is <= the clock's now. Values shorter than
+// 8 bytes are kept. The clock must outlive the filter.
+rocksdb_compactionfilter_t* sfs_ttl_filter_new(int64_t ttl_ms,
+                                               const sfs_clock_t* clock);
+// Number of entries the filters created by this process dropped (for tests).
+int64_t sfs_ttl_filter_dropped(void);
+
+// ---- batched pinned reads ----------------------------------------------------
+
+// sfs_multiget runs rocksdb_batched_multi_get_cf over n keys packed back to
+// back in keybuf (lengths in keylens). For each key it stores the pinned
+// value's address and length into vptrs/vlens (vptrs[i] == 0 when absent),
+// keeping the pinnable slices in *pins (to be released with
+// sfs_multiget_release). Returns NULL or a malloc'ed error string.
+char* sfs_multiget(rocksdb_t* db, const rocksdb_readoptions_t* ro,
+                   rocksdb_column_family_handle_t* cf, size_t n,
+                   const char* keybuf, const size_t* keylens,
+                   const char** vptrs, size_t* vlens, void** pins);
+void sfs_multiget_release(void* pins, size_t n);
+
+// ---- slot memory (C++) -------------------------------------------------------
+
+typedef struct sfs_slot_memory_t sfs_slot_memory_t;
+
+// Creates one shared LRU cache (capacity cache_bytes, high-priority pool
+// ratio hi_ratio, not strict) and one write-buffer manager of wbm_bytes
+// whose memtable memory is charged to that cache.
+sfs_slot_memory_t* sfs_slot_memory_new(size_t cache_bytes, double hi_ratio,
+                                       size_t wbm_bytes);
+void sfs_slot_memory_free(sfs_slot_memory_t* m);
+size_t sfs_slot_memory_cache_usage(sfs_slot_memory_t* m);
+size_t sfs_slot_memory_cache_pinned_usage(sfs_slot_memory_t* m);
+size_t sfs_slot_memory_cache_capacity(sfs_slot_memory_t* m);
+size_t sfs_slot_memory_wbm_usage(sfs_slot_memory_t* m);
+size_t sfs_slot_memory_wbm_capacity(sfs_slot_memory_t* m);
+
+// Applies the slot's write-buffer manager and a block-based table factory
+// using the slot's cache (index and filter blocks cached with high priority,
+// top-level index pinned, bloom filter of bits_per_key when > 0) to opts.
+// Sets arena_block_size too when arena > 0. Returns 0 on success.
+int sfs_options_apply_slot(rocksdb_options_t* opts, sfs_slot_memory_t* m,
+                           size_t block_size, int bits_per_key, size_t arena);
+// Reads back what sfs_options_apply_slot set (for tests):
+// 1 if opts uses m's write-buffer manager and its table factory uses m's cache.
+int sfs_options_uses_slot(rocksdb_options_t* opts, sfs_slot_memory_t* m);
+size_t sfs_options_arena_block_size(rocksdb_options_t* opts);
+size_t sfs_options_write_buffer_size(rocksdb_options_t* opts);
+
+// Flushes the memtables of all n column families in one call (atomically
+// when the DB was opened with atomic_flush) and waits. Returns NULL or a
+// malloc'ed error string.
+char* sfs_flush_cfs(rocksdb_t* db, rocksdb_column_family_handle_t** cfs,
+                    size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
