@@ -1,0 +1,254 @@
+package command
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sfstate/sfstate/internal/progress"
+	"github.com/sfstate/sfstate/savepoint"
+	"github.com/urfave/cli/v2"
+)
+
+func init() {
+	Register(&cli.Command{
+		Name:      "inspect",
+		Usage:     "summarize a Flink savepoint or checkpoint (local directory, _metadata file or s3:// URL)",
+		ArgsUsage: "PATH|s3://bucket/prefix",
+		Description: `Prints the metadata version, checkpoint id and format type, then per
+operator its id, parallelism, size and state: for every keyed state its kind,
+key/namespace/value types, TTL, entry count and bytes, the distribution of
+entries over key groups and TTL ages. --dump prints decoded entries as JSON
+lines instead. Native (non-canonical) keyed state is listed but not decoded.`,
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "dump", Usage: "print decoded keyed-state entries as JSON lines"},
+			&cli.StringFlag{Name: "operator", Usage: "only this operator (id, uid or name)"},
+			&cli.StringFlag{Name: "state", Usage: "only this keyed state name"},
+			&cli.StringFlag{Name: "key-groups", Usage: "only key groups in this range, e.g. 10-20 or 7"},
+			&cli.Int64Flag{Name: "limit", Usage: "stop --dump after this many entries (0 = all)"},
+			&cli.DurationFlag{Name: "ttl", Usage: "state TTL; with it, count entries whose last access is older than now-TTL"},
+			&cli.StringFlag{Name: "now", Usage: "reference time for --ttl: RFC 3339 or epoch milliseconds (default: current time)"},
+			&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML report to `FILE`"},
+			&cli.BoolFlag{Name: "metadata-only", Usage: "do not read state files; report sizes from the metadata only"},
+			s3EndpointFlag,
+		},
+		Action: runInspect,
+	})
+}
+
+// parseKeyGroupRange parses "10-20" or "7".
+func parseKeyGroupRange(s string) (lo, hi int, err error) {
+	if s == "" {
+		return 0, -1, nil
+	}
+	a, b, found := strings.Cut(s, "-")
+	lo, err = strconv.Atoi(strings.TrimSpace(a))
+	if err != nil {
+		return 0, 0, fmt.Errorf("--key-groups %q: %v", s, err)
+	}
+	hi = lo
+	if found {
+		if hi, err = strconv.Atoi(strings.TrimSpace(b)); err != nil {
+			return 0, 0, fmt.Errorf("--key-groups %q: %v", s, err)
+		}
+	}
+	if lo < 0 || hi < lo || hi >= 32768 {
+		return 0, 0, fmt.Errorf("--key-groups %q: invalid range", s)
+	}
+	return lo, hi, nil
+}
+
+// parseNow parses RFC 3339 or epoch millis.
+func parseNow(s string) (int64, error) {
+	if s == "" {
+		return time.Now().UnixMilli(), nil
+	}
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return ms, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return 0, fmt.Errorf("--now %q: want RFC 3339 or epoch milliseconds", s)
+	}
+	return t.UnixMilli(), nil
+}
+
+func inspectOptions(c *cli.Context) (savepoint.ScanOptions, error) {
+	var o savepoint.ScanOptions
+	lo, hi, err := parseKeyGroupRange(c.String("key-groups"))
+	if err != nil {
+		return o, err
+	}
+	o.Operator = c.String("operator")
+	o.State = c.String("state")
+	o.KeyGroupFrom, o.KeyGroupTo = lo, hi
+	if d := c.Duration("ttl"); d != 0 {
+		if d < 0 {
+			return o, fmt.Errorf("--ttl must be positive")
+		}
+		o.TTLMillis = d.Milliseconds()
+		if o.NowMillis, err = parseNow(c.String("now")); err != nil {
+			return o, err
+		}
+	} else if c.String("now") != "" {
+		if o.NowMillis, err = parseNow(c.String("now")); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
+}
+
+func runInspect(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return Failf(ExitUsage, "inspect takes exactly one savepoint path")
+	}
+	g := GlobalsFrom(c)
+	opts, err := inspectOptions(c)
+	if err != nil {
+		return Fail(ExitUsage, err)
+	}
+	ctx := c.Context
+	sp, err := openSavepointArg(ctx, c, c.Args().First())
+	if err != nil {
+		return err
+	}
+	out := c.App.Writer
+	if opts.Operator != "" && sp.FindOperator(opts.Operator) == nil {
+		return Failf(ExitUsage, "operator %q not found in %s", opts.Operator, sp.Name())
+	}
+	if c.Bool("dump") {
+		return runDump(c, sp, opts)
+	}
+	sum := savepoint.Summarize(sp)
+	if !c.Bool("metadata-only") {
+		bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "reading key groups", 0, "key groups")
+		if bar != nil {
+			opts.Progress = bar
+		}
+		err := savepoint.ScanSummary(ctx, sp, sum, opts)
+		bar.Done()
+		if err != nil {
+			return Fail(ExitIO, err)
+		}
+	}
+	if h := c.String("html"); h != "" {
+		if err := writeHTMLReport(h, sum); err != nil {
+			return Fail(ExitIO, err)
+		}
+	}
+	if g.JSON {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(sum)
+	}
+	renderSummary(out, sum, opts)
+	return nil
+}
+
+// renderSummary prints the human-readable summary.
+func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
+	fmt.Fprintf(w, "savepoint    %s\n", s.Source)
+	kind := s.FormatType
+	if s.SnapshotName != "" {
+		kind += fmt.Sprintf(" (%s, action %s)", s.SnapshotName, s.PostCheckpointAction)
+	}
+	fmt.Fprintf(w, "metadata     version %d, checkpoint %d, %s\n", s.MetadataVersion, s.CheckpointID, fmtBytes(s.MetadataBytes))
+	fmt.Fprintf(w, "format       %s\n", kind)
+	fmt.Fprintf(w, "state        %s in %d files + %s inline, %d operators\n", fmtBytes(s.TotalBytes), s.Files, fmtBytes(s.InlineBytes), len(s.Operators))
+	for _, n := range s.Notes {
+		fmt.Fprintf(w, "note         %s\n", n)
+	}
+	for _, op := range s.Operators {
+		if o.Operator != "" && !operatorMatches(op, o.Operator) {
+			continue
+		}
+		fmt.Fprintf(w, "\noperator %s", op.ID)
+		if op.UID != "" {
+			fmt.Fprintf(w, "  uid=%q", op.UID)
+		}
+		if op.Name != "" {
+			fmt.Fprintf(w, "  name=%q", op.Name)
+		}
+		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  parallelism %d, max parallelism %d, %d subtasks with state, %s", op.Parallelism, op.MaxParallelism, op.SubtasksWithState, fmtBytes(op.Bytes))
+		if op.FinishedSubtasks > 0 {
+			fmt.Fprintf(w, ", %d finished subtasks", op.FinishedSubtasks)
+		}
+		if op.FullyFinished {
+			fmt.Fprintf(w, ", finished")
+		}
+		fmt.Fprintln(w)
+		if op.KeyedLayout != "" {
+			fmt.Fprintf(w, "  keyed state: %s (handle tags %v), %s\n", op.KeyedLayout, op.KeyedTags, fmtBytes(op.KeyedBytes))
+		}
+		if op.Note != "" {
+			fmt.Fprintf(w, "  note: %s\n", op.Note)
+		}
+		for _, st := range op.KeyedStates {
+			if o.State != "" && st.Name != o.State {
+				continue
+			}
+			fmt.Fprintf(w, "    %-28s %-14s key %s", st.Name, st.Kind, st.KeyType)
+			if st.NamespaceType != "" {
+				fmt.Fprintf(w, "  namespace %s", st.NamespaceType)
+			}
+			if st.UserKeyType != "" {
+				fmt.Fprintf(w, "  user key %s", st.UserKeyType)
+			}
+			fmt.Fprintf(w, "  value %s  ttl %s", st.ValueType, yesNo(st.TTL))
+			if s.Scanned && op.KeyedLayout == savepoint.LayoutCanonical {
+				fmt.Fprintf(w, "  %d entries  %s", st.Entries, fmtBytes(st.Bytes))
+			}
+			fmt.Fprintln(w)
+			if st.TTLEntries > 0 && st.TTLOldest != nil {
+				fmt.Fprintf(w, "      ttl last access: oldest %s, newest %s", fmtMillis(*st.TTLOldest), fmtMillis(*st.TTLNewest))
+				if s.TTLMillis > 0 {
+					fmt.Fprintf(w, "; %d of %d expired (ttl %s at %s)", st.Expired, st.TTLEntries, time.Duration(s.TTLMillis)*time.Millisecond, fmtMillis(s.NowMillis))
+				}
+				fmt.Fprintln(w)
+			}
+		}
+		if d := op.KeyGroups; d != nil && s.Scanned && op.KeyedLayout == savepoint.LayoutCanonical {
+			fmt.Fprintf(w, "  key groups: %d of %d non-empty; entries per key group min %d, median %d, max %d", d.NonEmpty, d.KeyGroups, d.Min, d.Median, d.Max)
+			if len(d.Hottest) > 0 {
+				parts := make([]string, len(d.Hottest))
+				for i, h := range d.Hottest {
+					parts[i] = fmt.Sprintf("%d (%d)", h.KeyGroup, h.Entries)
+				}
+				fmt.Fprintf(w, "; hottest %s", strings.Join(parts, ", "))
+			}
+			fmt.Fprintln(w)
+		}
+		if len(op.NativeFiles) > 0 {
+			fmt.Fprintf(w, "  native files:\n")
+			for _, f := range op.NativeFiles {
+				sh := ""
+				if f.Shared {
+					sh = " (shared)"
+				}
+				fmt.Fprintf(w, "    subtask %-3d %-20s %10d B%s\n", f.Subtask, f.Name, f.Bytes, sh)
+			}
+		}
+		for _, os := range op.OperatorStates {
+			fmt.Fprintf(w, "  operator state %-24s %-16s %d elements in %d subtasks\n", os.Name, os.Mode, os.Elements, os.Subtasks)
+		}
+	}
+}
+
+func operatorMatches(op *savepoint.OperatorSummary, sel string) bool {
+	return op.ID == strings.ToLower(sel) || (op.UID != "" && op.UID == sel) || (op.Name != "" && op.Name == sel)
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func fmtMillis(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}

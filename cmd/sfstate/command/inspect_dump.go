@@ -1,0 +1,63 @@
+package command
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/sfstate/sfstate/savepoint"
+	"github.com/urfave/cli/v2"
+)
+
+// dumpLine is one --dump output line.
+type dumpLine struct {
+	Operator     string `json:"operator"`
+	Subtask      int    `json:"subtask"`
+	KeyGroup     int    `json:"keyGroup"`
+	State        string `json:"state"`
+	Kind         string `json:"kind"`
+	Key          any    `json:"key"`
+	Namespace    any    `json:"namespace"`
+	UserKey      any    `json:"userKey,omitempty"`
+	Value        any    `json:"value"`
+	TTLTimestamp *int64 `json:"ttlTimestamp,omitempty"`
+}
+
+func runDump(c *cli.Context, sp *savepoint.Savepoint, o savepoint.ScanOptions) error {
+	w := bufio.NewWriterSize(c.App.Writer, 64<<10)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	limit := c.Int64("limit")
+	var n int64
+	err := sp.WalkKeyed(c.Context, o, func(e *savepoint.KeyedEntry) error {
+		if limit > 0 && n >= limit {
+			return savepoint.StopWalk
+		}
+		kind := e.State.Kind
+		if kind == "" {
+			kind = e.State.Type.String()
+		}
+		line := dumpLine{
+			Operator: e.Operator.ID.String(), Subtask: e.Subtask, KeyGroup: e.KeyGroup,
+			State: e.State.Name, Kind: kind,
+			Key: e.Key, Namespace: e.Namespace, UserKey: e.UserKey, Value: e.Value,
+			TTLTimestamp: e.TTLTimestamp,
+		}
+		if err := enc.Encode(&line); err != nil {
+			return fmt.Errorf("writing entry: %w", err)
+		}
+		n++
+		return nil
+	})
+	if ferr := w.Flush(); ferr != nil && err == nil {
+		err = ferr
+	}
+	if err != nil && !savepoint.IsStop(err) {
+		if errors.Is(err, savepoint.ErrNativeLayout) {
+			return Fail(ExitIO, fmt.Errorf("%w; use inspect without --dump to list its files and sizes", err))
+		}
+		return Fail(ExitIO, err)
+	}
+	return nil
+}

@@ -1,0 +1,421 @@
+package savepoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/sfstate/sfstate/savepoint/keyed"
+	"github.com/sfstate/sfstate/savepoint/serde"
+)
+
+// ErrNativeLayout is returned when keyed entries of a native (non-canonical)
+// snapshot are requested; only their sizes and files can be listed.
+var ErrNativeLayout = errors.New("savepoint: keyed state is in a native (non-canonical) layout and cannot be decoded")
+
+// Progress receives scan progress (key groups read). *progress.Bar fits.
+type Progress interface {
+	Add(n int64)
+	SetTotal(total int64)
+}
+
+// ScanOptions selects what WalkKeyed and ScanSummary read.
+type ScanOptions struct {
+	// Operator selects one operator by id (hex), uid or name ("" = all).
+	Operator string
+	// State selects one keyed state by name ("" = all).
+	State string
+	// KeyGroupFrom..KeyGroupTo (inclusive) limits key groups; KeyGroupTo <
+	// KeyGroupFrom means all.
+	KeyGroupFrom, KeyGroupTo int
+	// TTLMillis and NowMillis: with TTLMillis > 0, entries whose TTL
+	// last-access time is before NowMillis-TTLMillis count as expired.
+	TTLMillis, NowMillis int64
+	// Mode is the entry decoding depth (default keyed.ModeDecode).
+	Mode keyed.Mode
+	// SkipNative skips native handles instead of failing with
+	// ErrNativeLayout.
+	SkipNative bool
+	// ReadAhead is the range-read buffer per open file (0 = default).
+	ReadAhead int
+	// Progress, when set, is told the number of key groups to read and
+	// advanced per key group.
+	Progress Progress
+
+	headersOnly bool
+}
+
+func (o *ScanOptions) keyGroupSelected(kg int) bool {
+	if o.headersOnly {
+		return false
+	}
+	return o.KeyGroupTo < o.KeyGroupFrom || (kg >= o.KeyGroupFrom && kg <= o.KeyGroupTo)
+}
+
+// FindOperator finds an operator by hex id, uid or name.
+func (sp *Savepoint) FindOperator(sel string) *OperatorState {
+	for _, op := range sp.Meta.Operators {
+		if op.ID.String() == strings.ToLower(sel) || (op.UID != "" && op.UID == sel) || (op.Name != "" && op.Name == sel) {
+			return op
+		}
+	}
+	if sel != "" {
+		// A uid that is not stored in the metadata (V3/V4) still maps to
+		// its id.
+		id := OperatorIDFromUID(sel)
+		for _, op := range sp.Meta.Operators {
+			if op.ID == id {
+				return op
+			}
+		}
+	}
+	return nil
+}
+
+// KeyedEntry is one entry handed to a WalkKeyed callback. The embedded
+// *keyed.Entry's byte slices are valid only during the callback.
+type KeyedEntry struct {
+	Operator *OperatorState
+	Subtask  int
+	// File names the stream the entry was read from.
+	File   string
+	Header *keyed.Header
+	*keyed.Entry
+}
+
+// handleLayout tells how the data of a key-groups handle is laid out.
+func (sp *Savepoint) handleLayout(h KeyedHandle) string {
+	switch h.HandleTag() {
+	case TagSavepointKeyGroups:
+		return LayoutCanonical
+	case TagKeyGroups, TagKeyGroupsV2:
+		switch sp.FormatType() {
+		case FormatCanonical:
+			return LayoutCanonical
+		case FormatNative:
+			return LayoutNativeHeap
+		}
+		// Checkpoints and V3 files: a Flink 1.15 RocksDB full checkpoint
+		// used the canonical layout, heap checkpoints the native one. The
+		// caller probes the first block.
+		return ""
+	case TagIncrementalKeyGroups, TagIncrementalKeyGroupsV2:
+		return LayoutNativeRocksDB
+	}
+	return ""
+}
+
+// keyedFile is one opened keyed-state stream with its parsed header.
+type keyedFile struct {
+	obj    *Object
+	header *keyed.Header
+	hdrLen int64
+	name   string
+}
+
+func (sp *Savepoint) openKeyed(ctx context.Context, h *KeyGroupsHandle, readAhead int) (*keyedFile, error) {
+	obj, err := sp.OpenStream(ctx, h.Delegate, readAhead)
+	if err != nil {
+		return nil, err
+	}
+	name := obj.Loc.Name
+	hdr, n, err := keyed.ReadHeader(io.NewSectionReader(obj, 0, obj.Size()), name)
+	if err != nil {
+		return nil, err
+	}
+	return &keyedFile{obj: obj, header: hdr, hdrLen: n, name: name}, nil
+}
+
+// probeNativeHeap reports whether the first non-empty key group of h looks
+// like the heap backend's native layout: i32 key-group id, u16 state id,
+// i32 count (the canonical layout starts with u16 state id, i32 key length).
+func probeNativeHeap(f *keyedFile, h *KeyGroupsHandle) bool {
+	for i, off := range h.Offsets {
+		if off == 0 {
+			continue
+		}
+		var b [10]byte
+		if _, err := f.obj.ReadAt(b[:], off); err != nil && err != io.EOF {
+			return false
+		}
+		kg := int32(b[0])<<24 | int32(b[1])<<16 | int32(b[2])<<8 | int32(b[3])
+		sid := int(b[4])<<8 | int(b[5])
+		return int(kg) == int(h.StartKeyGroup)+i && sid < len(f.header.States)
+	}
+	return false
+}
+
+// WalkKeyed decodes the keyed entries selected by o and calls fn for each,
+// in metadata order (operator, subtask) and ascending key group. Native
+// handles fail with ErrNativeLayout unless o.SkipNative.
+func (sp *Savepoint) WalkKeyed(ctx context.Context, o ScanOptions, fn func(*KeyedEntry) error) error {
+	return sp.walkKeyed(ctx, o, nil, fn)
+}
+
+// walkKeyed also reports every opened header to onHeader (may be nil).
+func (sp *Savepoint) walkKeyed(ctx context.Context, o ScanOptions, onHeader func(op *OperatorState, subtask int, f *keyedFile, layout string), fn func(*KeyedEntry) error) error {
+	var ops []*OperatorState
+	if o.Operator != "" {
+		op := sp.FindOperator(o.Operator)
+		if op == nil {
+			return fmt.Errorf("savepoint: %s: operator %q not found", sp.Name(), o.Operator)
+		}
+		ops = []*OperatorState{op}
+	} else {
+		ops = sp.Meta.Operators
+	}
+	if o.Progress != nil {
+		var total int64
+		for _, op := range ops {
+			for _, st := range op.Subtasks {
+				if h, ok := st.ManagedKeyed.(*KeyGroupsHandle); ok {
+					for i, off := range h.Offsets {
+						if off != 0 && o.keyGroupSelected(int(h.StartKeyGroup)+i) {
+							total++
+						}
+					}
+				}
+			}
+		}
+		o.Progress.SetTotal(total)
+	}
+	var br keyed.BlockReader
+	for _, op := range ops {
+		for _, st := range op.Subtasks {
+			if st.ManagedKeyed == nil {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			layout := sp.handleLayout(st.ManagedKeyed)
+			h, ok := st.ManagedKeyed.(*KeyGroupsHandle)
+			if !ok || layout == LayoutNativeRocksDB {
+				if onHeader != nil {
+					onHeader(op, st.Index, nil, LayoutNativeRocksDB)
+				}
+				if o.SkipNative {
+					continue
+				}
+				return fmt.Errorf("%w: %s: operator %s subtask %d has a RocksDB native handle (tag %d)", ErrNativeLayout, sp.Name(), op.ID, st.Index, st.ManagedKeyed.HandleTag())
+			}
+			f, err := sp.openKeyed(ctx, h, o.ReadAhead)
+			if err != nil {
+				return err
+			}
+			if layout == "" {
+				layout = LayoutCanonical
+				if probeNativeHeap(f, h) {
+					layout = LayoutNativeHeap
+				}
+			}
+			if onHeader != nil {
+				onHeader(op, st.Index, f, layout)
+			}
+			if layout != LayoutCanonical {
+				if o.SkipNative {
+					continue
+				}
+				return fmt.Errorf("%w: %s: operator %s subtask %d: handle tag %d of a %s savepoint uses the heap backend's native layout", ErrNativeLayout, f.name, op.ID, st.Index, h.Tag, sp.FormatType())
+			}
+			if o.State != "" && f.header.State(o.State) == nil {
+				continue
+			}
+			ke := &KeyedEntry{Operator: op, Subtask: st.Index, File: f.name, Header: f.header}
+			ropts := keyed.ReadOptions{MaxParallelism: int(op.MaxParallelism), Mode: o.Mode}
+			for i, off := range h.Offsets {
+				kg := int(h.StartKeyGroup) + i
+				if off == 0 || !o.keyGroupSelected(kg) {
+					continue
+				}
+				err := br.Read(f.obj, f.obj.Size(), f.name, f.header, kg, off, ropts, func(e *keyed.Entry) error {
+					if o.State != "" && e.State.Name != o.State {
+						return nil
+					}
+					ke.Entry = e
+					return fn(ke)
+				})
+				if err != nil {
+					return err
+				}
+				if o.Progress != nil {
+					o.Progress.Add(1)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// errStop ends a walk early without error.
+var errStop = errors.New("stop")
+
+// IsStop reports whether err is the sentinel a callback returns to stop a
+// walk early (see StopWalk).
+func IsStop(err error) bool { return errors.Is(err, errStop) }
+
+// StopWalk is returned by a WalkKeyed callback to end the walk; WalkKeyed
+// then returns it, and IsStop recognizes it.
+var StopWalk = errStop
+
+// kindOf names a state's kind for summaries.
+func kindOf(m *keyed.StateMeta) string {
+	if m.Type == keyed.PriorityQueue {
+		return "TIMERS"
+	}
+	if m.Kind != "" {
+		return m.Kind
+	}
+	return m.Type.String()
+}
+
+func typeString(s *serde.Snapshot) string {
+	if s == nil {
+		return ""
+	}
+	return s.String()
+}
+
+// ScanSummary reads the keyed state selected by o and fills per-state types
+// and statistics of sum (made by Summarize for the same savepoint). Native
+// handles are skipped (their header, when readable, still lists the
+// states).
+func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions) error {
+	o.SkipNative = true
+	sum.TTLMillis, sum.NowMillis = o.TTLMillis, o.NowMillis
+	byOp := map[*OperatorState]*OperatorSummary{}
+	for i, op := range sp.Meta.Operators {
+		byOp[op] = sum.Operators[i]
+	}
+	type stateAcc struct {
+		s   *StateSummary
+		kgs map[int]int64
+	}
+	states := map[*OperatorSummary]map[string]*stateAcc{}
+	opKG := map[*OperatorSummary]map[int]int64{}
+	opKGTotal := map[*OperatorSummary]int{}
+	needTTL := false
+	onHeader := func(op *OperatorState, subtask int, f *keyedFile, layout string) {
+		os := byOp[op]
+		if f == nil {
+			return
+		}
+		if states[os] == nil {
+			states[os] = map[string]*stateAcc{}
+			opKG[os] = map[int]int64{}
+		}
+		if layout == LayoutCanonical {
+			if h, ok := op.Subtask(subtask).ManagedKeyed.(*KeyGroupsHandle); ok {
+				opKGTotal[os] += len(h.Offsets)
+			}
+		} else if layout == LayoutNativeHeap && os.KeyedLayout != LayoutNativeHeap {
+			os.KeyedLayout = LayoutNativeHeap
+			os.Note = "keyed state uses the heap backend's native layout: entries are listed by size only and not decoded"
+		}
+		for _, m := range f.header.States {
+			if o.State != "" && m.Name != o.State {
+				continue
+			}
+			if states[os][m.Name] != nil {
+				continue
+			}
+			s := &StateSummary{
+				Name:      m.Name,
+				Kind:      kindOf(m),
+				KeyType:   typeString(f.header.KeySerializer),
+				ValueType: typeString(m.Value),
+				TTL:       m.TTL,
+			}
+			if m.Type != keyed.PriorityQueue {
+				s.NamespaceType = typeString(m.Namespace)
+			}
+			switch s.Kind {
+			case "LIST":
+				if m.Element != nil {
+					s.ValueType = "LIST<" + typeString(m.Element) + ">"
+				}
+			case "MAP":
+				s.UserKeyType = typeString(m.UserKey)
+				if m.UserValue != nil {
+					s.ValueType = typeString(m.UserValue)
+				}
+			}
+			if m.TTL {
+				needTTL = true
+				s.ValueType = stripTTL(s.ValueType)
+			}
+			states[os][m.Name] = &stateAcc{s: s, kgs: map[int]int64{}}
+			os.KeyedStates = append(os.KeyedStates, s)
+		}
+	}
+	// Headers first (cheap), so the decode mode can depend on TTL.
+	probe := o
+	probe.Progress, probe.headersOnly = nil, true
+	if err := sp.walkKeyed(ctx, probe, onHeader, func(*KeyedEntry) error { return nil }); err != nil {
+		return err
+	}
+	mode := keyed.ModeRaw
+	if needTTL {
+		mode = keyed.ModeDecode
+	}
+	o.Mode = mode
+	err := sp.walkKeyed(ctx, o, nil, func(e *KeyedEntry) error {
+		os := byOp[e.Operator]
+		acc := states[os][e.State.Name]
+		if acc == nil {
+			return nil
+		}
+		s := acc.s
+		s.Entries++
+		s.Bytes += int64(len(e.KeyBytes) + len(e.ValueBytes))
+		acc.kgs[e.KeyGroup]++
+		opKG[os][e.KeyGroup]++
+		if e.TTLTimestamp != nil {
+			ts := *e.TTLTimestamp
+			s.TTLEntries++
+			if s.TTLOldest == nil || ts < *s.TTLOldest {
+				s.TTLOldest = &ts
+			}
+			if s.TTLNewest == nil || ts > *s.TTLNewest {
+				v := ts
+				s.TTLNewest = &v
+			}
+			s.ttlTimes = append(s.ttlTimes, ts)
+			if o.TTLMillis > 0 && ts+o.TTLMillis <= o.NowMillis {
+				s.Expired++
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for os, m := range states {
+		for _, acc := range m {
+			acc.s.KeyGroups = newKeyGroupDist(acc.kgs, opKGTotal[os])
+		}
+		os.KeyGroups = newKeyGroupDist(opKG[os], opKGTotal[os])
+		sort.SliceStable(os.KeyedStates, func(i, j int) bool { return os.KeyedStates[i].Name < os.KeyedStates[j].Name })
+	}
+	sum.Scanned = true
+	return nil
+}
+
+// TTLTimes returns the TTL last-access timestamps seen for s during
+// ScanSummary (for histograms).
+func (s *StateSummary) TTLTimes() []int64 { return s.ttlTimes }
+
+// stripTTL removes the TTL<...> wrapper from a type string (TTL is
+// reported separately).
+func stripTTL(t string) string {
+	if strings.HasPrefix(t, "TTL<") && strings.HasSuffix(t, ">") {
+		return t[4 : len(t)-1]
+	}
+	if strings.HasPrefix(t, "LIST<TTL<") && strings.HasSuffix(t, ">>") {
+		return "LIST<" + t[9:len(t)-2] + ">"
+	}
+	return t
+}
