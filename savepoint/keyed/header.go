@@ -365,7 +365,12 @@ func (e *Error) Error() string {
 	if e.BlockPos >= 0 && e.KeyGroup >= 0 {
 		s += fmt.Sprintf(" (block byte %d)", e.BlockPos)
 	}
-	return s + ": " + e.Err.Error()
+	inner := e.Err
+	var oe *binfmt.OffsetError
+	if errors.As(inner, &oe) && oe.Offset == e.Offset && inner == error(oe) {
+		inner = oe.Err
+	}
+	return s + ": " + inner.Error()
 }
 
 func (e *Error) Unwrap() error { return e.Err }
