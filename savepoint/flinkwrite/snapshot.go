@@ -370,3 +370,21 @@ func (MapType) InternalSerializer() (Snapshot, error) {
 func (MultisetType) InternalSerializer() (Snapshot, error) {
 	return nil, fmt.Errorf("%w: MULTISET fields (MapDataSerializer) are not supported; pass the nested snapshots explicitly", ErrSnapshot)
 }
+
+// TtlAwareSnapshot is TtlAwareSerializerSnapshot (Flink 2.0+, version 1):
+// bool isTtlEnabled, then the wrapped serializer's versioned snapshot.
+type TtlAwareSnapshot struct {
+	TtlEnabled bool
+	Inner      Snapshot
+}
+
+func (s TtlAwareSnapshot) ClassName() string {
+	return "org.apache.flink.runtime.state.ttl.TtlAwareSerializerSnapshot"
+}
+func (s TtlAwareSnapshot) Version() int32 { return 1 }
+func (s TtlAwareSnapshot) AppendBody(b []byte) ([]byte, error) {
+	return s.appendBodyDepth(b, 1)
+}
+func (s TtlAwareSnapshot) appendBodyDepth(b []byte, depth int) ([]byte, error) {
+	return appendVersioned(AppendBool(b, s.TtlEnabled), s.Inner, depth)
+}
