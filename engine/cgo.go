@@ -39,3 +39,15 @@ func cError(e *C.char) error {
 	C.free(unsafe.Pointer(e))
 	return errors.New(s)
 }
+
+// ttlFilterDropped counts the entries the native TTL filters dropped.
+func ttlFilterDropped() int64 { return int64(C.sfs_ttl_filter_dropped()) }
+
+// optionsUseSlot reports whether opts use the slot's cache and write-buffer
+// manager, and returns the arena block and write-buffer sizes the native
+// options hold.
+func optionsUseSlot(o *grocksdb.Options, s *SlotMemory) (uses bool, arena, writeBuffer int64) {
+	n := nativeOptions(o)
+	return C.sfs_options_uses_slot(n, s.native) == 1,
+		int64(C.sfs_options_arena_block_size(n)), int64(C.sfs_options_write_buffer_size(n))
+}
