@@ -7,8 +7,9 @@ import (
 )
 
 // RetryPolicy bounds retries of transient errors: at most Attempts tries in
-// total, sleeping a random duration in [0, min(Max, Base*2^i)] ("full
-// jitter") before retry i+1.
+// total, sleeping a random duration in [c/2, c] with c = min(Max, Base*2^i)
+// ("equal jitter": spread out, yet a guaranteed minimum wait) before retry
+// i+1.
 type RetryPolicy struct {
 	Attempts int           // total tries, >= 1 (default 5)
 	Base     time.Duration // first backoff cap (default 100ms)
@@ -43,7 +44,7 @@ func (p RetryPolicy) backoff(i int) time.Duration {
 	if c > p.Max {
 		c = p.Max
 	}
-	return time.Duration(rand.Int64N(int64(c) + 1))
+	return c/2 + time.Duration(rand.Int64N(int64(c/2)+1))
 }
 
 // sleepCtx sleeps d or until ctx is done.

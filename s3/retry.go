@@ -7,7 +7,7 @@ import (
 )
 
 // Retry is a Storage wrapper that retries transient failures (see
-// IsTransient) with capped exponential backoff and full jitter. Permanent
+// IsTransient) with capped exponential backoff and jitter. Permanent
 // errors (not found, exists, access denied, bad key or range) return at once.
 //
 //   - Reads resume: when a Get or GetRange body fails mid-stream with a
@@ -205,23 +205,26 @@ func (r *Retry) put(ctx context.Context, key string, body io.Reader, size int64,
 		hook = func(err error) { r.onRetry("put", key, err) }
 	}
 	retried := false
+	var last error
 	err := r.p.do(ctx, hook, func() error {
 		if attempt > 0 {
 			if seeker != nil {
 				if _, err := seeker.Seek(start, io.SeekStart); err != nil {
-					return fmt.Errorf("%w: rewind body for retry: %v", ErrPermanent, err)
+					return fmt.Errorf("%w: %w (rewinding the body for a retry failed: %v)", ErrPermanent, last, err)
 				}
 				cr.n = 0
 			} else if cr.n > 0 {
-				return fmt.Errorf("%w: body not replayable after %d bytes", ErrPermanent, cr.n)
+				return fmt.Errorf("%w: %w (not retried: body not replayable after %d bytes)", ErrPermanent, last, cr.n)
 			}
 			retried = true
 		}
 		attempt++
 		if ifAbsent {
-			return r.st.PutIfAbsent(ctx, key, cr, size)
+			last = r.st.PutIfAbsent(ctx, key, cr, size)
+		} else {
+			last = r.st.Put(ctx, key, cr, size)
 		}
-		return r.st.Put(ctx, key, cr, size)
+		return last
 	})
 	if ifAbsent && retried && IsExist(err) && seeker != nil {
 		if same, cerr := r.sameContent(ctx, key, seeker, start); cerr == nil && same {

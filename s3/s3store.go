@@ -20,6 +20,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go"
 )
 
 // PathStyle selects S3 bucket addressing.
@@ -70,6 +71,8 @@ type S3Options struct {
 	// it holds in memory (parts, small puts, multipart control calls).
 	// Reads and listings are retried by the Retry wrapper.
 	Retry RetryPolicy
+	// OnRetry, when set, is called before each of those internal retries.
+	OnRetry func(op, key string, err error)
 	// HTTPClient replaces the default client (which keeps up to 256 idle
 	// connections per host so parallel range reads reuse them).
 	HTTPClient *http.Client
@@ -180,6 +183,15 @@ func (s *S3) full(key string) (string, error) {
 		return "", err
 	}
 	return s.prefix + key, nil
+}
+
+// retry runs f under the store's own retry policy.
+func (s *S3) retry(ctx context.Context, op, key string, f func() error) error {
+	var hook func(error)
+	if s.opts.OnRetry != nil {
+		hook = func(err error) { s.opts.OnRetry(op, key, err) }
+	}
+	return s.opts.Retry.do(ctx, hook, f)
 }
 
 func (s *S3) fail(op, key string, err error) error {
@@ -424,7 +436,7 @@ func (s *S3) withStall(ctx context.Context, f func(ctx context.Context, wd *watc
 }
 
 func (s *S3) putSingle(ctx context.Context, key, fk string, data []byte, ifAbsent bool) error {
-	err := s.opts.Retry.do(ctx, nil, func() error {
+	err := s.retry(ctx, "put", key, func() error {
 		err := s.withStall(ctx, func(wctx context.Context, wd *watchdog) error {
 			in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &fk, Body: progressReader{bytes.NewReader(data), wd},
 				ContentLength: aws.Int64(int64(len(data)))}
@@ -444,7 +456,7 @@ func (s *S3) putSingle(ctx context.Context, key, fk string, data []byte, ifAbsen
 
 func (s *S3) putMultipart(ctx context.Context, key, fk string, first []byte, r io.Reader, size int64, ifAbsent bool) error {
 	var uploadID *string
-	err := s.opts.Retry.do(ctx, nil, func() error {
+	err := s.retry(ctx, "create_multipart", key, func() error {
 		out, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: &fk})
 		if err == nil {
 			uploadID = out.UploadId
@@ -461,7 +473,7 @@ func (s *S3) putMultipart(ctx context.Context, key, fk string, first []byte, r i
 	// Abort with a context of its own so a cancelled caller still cleans up.
 	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer acancel()
-	aerr := s.opts.Retry.do(actx, nil, func() error {
+	aerr := s.retry(actx, "abort_multipart", key, func() error {
 		_, err := s.client.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &fk, UploadId: uploadID})
 		if cerr := classify(err); cerr != nil && !errors.Is(cerr, ErrPermanent) {
 			return cerr
@@ -509,7 +521,7 @@ func (s *S3) uploadParts(ctx context.Context, key, fk string, uploadID *string, 
 		go func(num int32, data []byte, full []byte) {
 			defer func() { <-sem; free <- full; wg.Done() }()
 			var etag *string
-			err := s.opts.Retry.do(ctx, nil, func() error {
+			err := s.retry(ctx, "upload_part", key, func() error {
 				return classify(s.withStall(ctx, func(wctx context.Context, wd *watchdog) error {
 					out, err := s.client.UploadPart(wctx, &s3.UploadPartInput{Bucket: &s.bucket, Key: &fk, UploadId: uploadID,
 						PartNumber: aws.Int32(num), Body: progressReader{bytes.NewReader(data), wd}, ContentLength: aws.Int64(int64(len(data)))})
@@ -570,10 +582,24 @@ func (s *S3) uploadParts(ctx context.Context, key, fk string, uploadID *string, 
 	if ifAbsent {
 		in.IfNoneMatch = aws.String("*")
 	}
-	return s.opts.Retry.do(ctx, nil, func() error {
+	tries := 0
+	err := s.retry(ctx, "complete_multipart", key, func() error {
+		tries++
 		_, err := s.client.CompleteMultipartUpload(ctx, in)
 		return classify(err)
 	})
+	if err != nil && tries > 1 && isCode(err, "NoSuchUpload") {
+		// An earlier attempt completed but its response was lost.
+		if info, serr := s.Stat(ctx, key); serr == nil && info.Size == total {
+			return nil
+		}
+	}
+	return err
+}
+
+func isCode(err error, code string) bool {
+	var ae smithy.APIError
+	return errors.As(err, &ae) && ae.ErrorCode() == code
 }
 
 // Delete removes key; a missing key is not an error.

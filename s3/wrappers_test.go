@@ -335,7 +335,9 @@ func TestPublishSnapshot(t *testing.T) {
 	for i := range bad {
 		bad[i].Key = strings.Replace(bad[i].Key, "snap/", "snap2/", 1)
 	}
-	bad[6].Open = func() (io.ReadCloser, error) { return io.NopCloser(io.MultiReader(strings.NewReader("abc"), errReader{boom})), nil }
+	bad[6].Open = func() (io.ReadCloser, error) {
+		return io.NopCloser(io.MultiReader(strings.NewReader("abc"), errReader{boom})), nil
+	}
 	if _, err := s3.PublishSnapshot(ctx, mem, bad, "snap2/_metadata", []byte("meta"), 3); !errors.Is(err, boom) {
 		t.Fatalf("publish with a failing file: %v", err)
 	}
