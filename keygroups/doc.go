@@ -23,7 +23,7 @@
 //     Boolean: 1231 / 1237; Float/Double: the IEEE bits with NaN
 //     canonicalised, folded like Long.
 //   - String: s[0]*31^(n-1) + … + s[n-1] over UTF-16 code units (Go strings
-//     are UTF-8 and are converted; invalid UTF-8 counts as U+FFFD).
+//     are UTF-8 and are converted; see HashString for invalid UTF-8).
 //   - Tuple1..Tuple25 (org.apache.flink.api.java.tuple): h = hash(f0), then
 //     h = 31*h + hash(fi) for each further field, null fields hashing to 0.
 //     A Tuple1 therefore hashes exactly like its single field.

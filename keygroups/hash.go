@@ -150,8 +150,9 @@ func HashDouble(v float64) int32 {
 
 // HashString is String.hashCode() of the Java string holding the same
 // characters as the UTF-8 string s: the 31-polynomial over its UTF-16 code
-// units (supplementary characters count as two surrogates). Bytes that are
-// not valid UTF-8 count as U+FFFD, as Java's UTF-8 decoder would make them.
+// units (supplementary characters count as two surrogates). Keys should be
+// valid UTF-8: each byte of an invalid sequence counts as one U+FFFD, where
+// Java's decoder may merge a truncated sequence into a single U+FFFD.
 func HashString(s string) int32 {
 	var h uint32
 	for i := 0; i < len(s); {

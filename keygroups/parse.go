@@ -175,9 +175,10 @@ func (f Field) IsNull() bool {
 	return !f.Quoted && strings.EqualFold(strings.TrimSpace(f.Text), "null")
 }
 
-// SplitFields splits a row literal into fields at commas. A field may be
-// wrapped in double quotes to hold commas or leading/trailing spaces, with
-// "" standing for one quote inside: `1,"a, b",null` → 1 | a, b | NULL.
+// SplitFields splits a row literal into fields at commas. Unquoted fields
+// are trimmed of surrounding blanks. A field may be wrapped in double quotes
+// to hold commas or leading/trailing spaces, with "" standing for one quote
+// inside: `1, "a, b" ,null` → 1 | a, b | null (NULL: see Field.IsNull).
 func SplitFields(s string) ([]Field, error) {
 	var out []Field
 	i := 0
@@ -223,9 +224,9 @@ func SplitFields(s string) ([]Field, error) {
 		}
 		k := strings.IndexByte(s[i:], ',')
 		if k < 0 {
-			return append(out, Field{Text: s[i:]}), nil
+			return append(out, Field{Text: strings.TrimSpace(s[i:])}), nil
 		}
-		out = append(out, Field{Text: s[i : i+k]})
+		out = append(out, Field{Text: strings.TrimSpace(s[i : i+k])})
 		i += k + 1
 	}
 }

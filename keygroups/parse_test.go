@@ -62,7 +62,8 @@ func TestSplitFields(t *testing.T) {
 		{`"null"`, []Field{{Text: "null", Quoted: true}}},
 		{`"say ""hi"""`, []Field{{Text: `say "hi"`, Quoted: true}}},
 		{`a,`, []Field{{Text: "a"}, {Text: ""}}},
-		{` "x" , y`, []Field{{Text: "x", Quoted: true}, {Text: " y"}}},
+		{` "x" , y `, []Field{{Text: "x", Quoted: true}, {Text: "y"}}},
+		{`" padded ", 2`, []Field{{Text: " padded ", Quoted: true}, {Text: "2"}}},
 	} {
 		got, err := SplitFields(tc.in)
 		if err != nil || !reflect.DeepEqual(got, tc.want) {

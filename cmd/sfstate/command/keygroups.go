@@ -42,7 +42,8 @@ KEY TYPES (SQL keys: a BinaryRowData of the key columns, RowKind +I):
 
 FIELD SYNTAX for tuple and row keys: fields are separated by commas. The bare
 word null is SQL NULL (rows only); wrap a field in double quotes to keep
-commas, spaces or the literal text "null" ("" is one quote inside quotes).
+commas, surrounding spaces or the literal text "null" ("" is one quote inside
+quotes); unquoted fields are trimmed.
 BYTES are hex (0x optional); DATE is YYYY-MM-DD or days; TIME HH:MM:SS[.fff]
 or millis; TIMESTAMP "YYYY-MM-DD HH:MM:SS[.fff...]" (UTC) or epoch millis;
 DECIMAL a plain decimal literal with at most s fraction digits. Put -- before
