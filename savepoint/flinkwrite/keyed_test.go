@@ -377,5 +377,27 @@ func FuzzKeyedWriter(f *testing.F) {
 		if !entriesEqual(got, es) {
 			t.Fatalf("round trip differs: %d entries in, %d out", len(es), len(got))
 		}
+		// The reader package frames the same entries.
+		rh, _, err := keyed.ParseHeader(stream, "fuzz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var theirs []testEntry
+		for i, off := range offs {
+			if off == 0 {
+				continue
+			}
+			err := keyed.ReadKeyGroupWith(bytes.NewReader(stream), int64(len(stream)), "fuzz", rh, rng.Start+i, off,
+				keyed.ReadOptions{MaxParallelism: maxP, Mode: keyed.ModeRaw}, func(e *keyed.Entry) error {
+					theirs = append(theirs, testEntry{e.KeyGroup, e.State.ID, slices.Clone(e.KeyBytes), slices.Clone(e.ValueBytes)})
+					return nil
+				})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if !entriesEqual(theirs, es) {
+			t.Fatalf("reader package sees %d entries, wrote %d", len(theirs), len(es))
+		}
 	})
 }
