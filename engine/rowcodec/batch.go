@@ -389,9 +389,8 @@ func appendValue(dst []byte, n *node, arr arrow.Array, i int) []byte {
 // It returns the TTL prefix of every value. Values are copied into the
 // builders; the input may be released afterwards.
 //
-// Each value is validated before anything of it is appended, so on error b
-// holds exactly the rows of the values before the failing one (the
-// *DecodeError's Index), never half a row.
+// The whole batch is validated before anything is appended, so on error b
+// is left as it was and the *DecodeError names the failing value.
 func (c *Codec) DecodeBatch(values [][]byte, b *array.RecordBuilder) ([]int64, error) {
 	return c.AppendBatch(make([]int64, 0, len(values)), values, b)
 }
@@ -402,17 +401,39 @@ func (c *Codec) AppendBatch(ttls []int64, values [][]byte, b *array.RecordBuilde
 	if err := c.checkTypes(bs.NumFields(), func(j int) arrow.DataType { return bs.Field(j).Type }); err != nil {
 		return ttls, err
 	}
-	flds := b.Fields()
-	for _, f := range flds {
-		f.Reserve(len(values))
+	// Pass 1: validate everything and total the variable-length bytes so
+	// string builders grow once.
+	var stack [16]int
+	sizes := stack[:0]
+	if len(c.fields) <= len(stack) {
+		sizes = stack[:len(c.fields)]
+	} else {
+		sizes = make([]int, len(c.fields))
 	}
-	bmOff := TTLSize + 1 + uvarintLen(uint64(len(c.fields)))
-	first := TTLSize + c.hdr
 	for i, v := range values {
 		r := reader{b: v, idx: i}
-		if err := c.validate(&r); err != nil {
+		if err := c.validateSized(&r, sizes); err != nil {
 			return ttls, err
 		}
+	}
+	flds := b.Fields()
+	for j, f := range flds {
+		f.Reserve(len(values))
+		if c.fields[j].kind == kVarLen {
+			switch x := f.(type) {
+			case *array.StringBuilder:
+				x.ReserveData(sizes[j])
+			case *array.LargeStringBuilder:
+				x.ReserveData(sizes[j])
+			case *array.BinaryBuilder:
+				x.ReserveData(sizes[j])
+			}
+		}
+	}
+	// Pass 2: append; every value is known to be well formed.
+	bmOff := TTLSize + 1 + uvarintLen(uint64(len(c.fields)))
+	first := TTLSize + c.hdr
+	for _, v := range values {
 		ttls = append(ttls, int64(binary.BigEndian.Uint64(v)))
 		bm := v[bmOff:first]
 		pos := first
@@ -421,10 +442,29 @@ func (c *Codec) AppendBatch(ttls []int64, values [][]byte, b *array.RecordBuilde
 				flds[j].AppendNull()
 				continue
 			}
-			pos = appendField(f, flds[j], v, pos)
+			pos = appendTop(f, flds[j], v, pos)
 		}
 	}
 	return ttls, nil
+}
+
+// appendTop is appendField for a top-level field, whose builder was
+// reserved for the whole batch: fixed-width values skip the per-append
+// capacity check.
+func appendTop(n *node, bld array.Builder, b []byte, pos int) int {
+	switch n.id {
+	case arrow.INT64:
+		bld.(*array.Int64Builder).UnsafeAppend(int64(binary.LittleEndian.Uint64(b[pos:])))
+	case arrow.FLOAT64:
+		bld.(*array.Float64Builder).UnsafeAppend(math.Float64frombits(binary.LittleEndian.Uint64(b[pos:])))
+	case arrow.INT32:
+		bld.(*array.Int32Builder).UnsafeAppend(int32(binary.LittleEndian.Uint32(b[pos:])))
+	case arrow.TIMESTAMP:
+		bld.(*array.TimestampBuilder).UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(b[pos:])))
+	default:
+		return appendField(n, bld, b, pos)
+	}
+	return pos + n.width
 }
 
 // appendField appends the non-null field at b[pos:] of a validated value to

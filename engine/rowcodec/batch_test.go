@@ -16,10 +16,16 @@ import (
 // builder. It is independent of the codec, so records built with it are an
 // outside reference for the batch paths.
 func appendGoToBuilder(t testing.TB, b array.Builder, v any) {
-	t.Helper()
+	if !appendGoB(b, v) {
+		t.Helper()
+		t.Fatalf("test helper: builder %T", b)
+	}
+}
+
+func appendGoB(b array.Builder, v any) bool {
 	if v == nil {
 		b.AppendNull()
-		return
+		return true
 	}
 	switch b := b.(type) {
 	case *array.BooleanBuilder:
@@ -59,16 +65,21 @@ func appendGoToBuilder(t testing.TB, b array.Builder, v any) {
 	case *array.StructBuilder:
 		b.Append(true)
 		for k, x := range v.([]any) {
-			appendGoToBuilder(t, b.FieldBuilder(k), x)
+			if !appendGoB(b.FieldBuilder(k), x) {
+				return false
+			}
 		}
 	case *array.ListBuilder:
 		b.Append(true)
 		for _, x := range v.([]any) {
-			appendGoToBuilder(t, b.ValueBuilder(), x)
+			if !appendGoB(b.ValueBuilder(), x) {
+				return false
+			}
 		}
 	default:
-		t.Fatalf("test helper: builder %T", b)
+		return false
 	}
+	return true
 }
 
 func buildRecord(t testing.TB, mem memory.Allocator, schema *arrow.Schema, rows [][]any) arrow.RecordBatch {
@@ -212,9 +223,9 @@ func TestBatchSchemaMismatch(t *testing.T) {
 	}
 }
 
-// TestDecodeBatchErrorKeepsWholeRows checks that a corrupt value stops the
-// batch with its index and leaves only the earlier, complete rows.
-func TestDecodeBatchErrorKeepsWholeRows(t *testing.T) {
+// TestDecodeBatchErrorAppendsNothing checks that a corrupt value fails the
+// batch with its index and leaves the builder untouched.
+func TestDecodeBatchErrorAppendsNothing(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
 	defer mem.AssertSize(t, 0)
 	schema := arrow.NewSchema([]arrow.Field{
@@ -238,16 +249,22 @@ func TestDecodeBatchErrorKeepsWholeRows(t *testing.T) {
 	if !errors.As(err, &de) || de.Index != 3 || de.Field != "s" || !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("err = %v", err)
 	}
-	if len(ttls) != 3 {
+	if len(ttls) != 0 {
 		t.Fatalf("%d ttls", len(ttls))
 	}
 	rec := rb.NewRecordBatch()
-	defer rec.Release()
-	if rec.NumRows() != 3 || rec.Column(0).Len() != 3 || rec.Column(1).Len() != 3 {
+	if rec.NumRows() != 0 || rec.Column(0).Len() != 0 || rec.Column(1).Len() != 0 {
 		t.Fatalf("builder holds %d rows", rec.NumRows())
 	}
-	if got := rec.Column(1).(*array.String).Value(2); got != "v2" {
-		t.Fatalf("row 2 = %q", got)
+	rec.Release()
+	// The builder is still usable: the good values decode.
+	if _, err := c.DecodeBatch(vals[:3], rb); err != nil {
+		t.Fatal(err)
+	}
+	rec = rb.NewRecordBatch()
+	defer rec.Release()
+	if rec.NumRows() != 3 || rec.Column(1).(*array.String).Value(2) != "v2" {
+		t.Fatalf("after retry: %v", rec)
 	}
 }
 

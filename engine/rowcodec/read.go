@@ -148,14 +148,27 @@ func (c *Codec) Validate(value []byte) error {
 	return nil
 }
 
-func (c *Codec) validate(r *reader) *DecodeError {
+func (c *Codec) validate(r *reader) *DecodeError { return c.validateSized(r, nil) }
+
+// validateSized is validate that also adds the encoded size of every
+// non-null top-level field j to sizes[j] (when sizes is not nil).
+func (c *Codec) validateSized(r *reader, sizes []int) *DecodeError {
 	bm, ok := c.header(r)
 	if !ok {
 		return r.err
 	}
 	for i, f := range c.fields {
-		if !isNullBit(bm, i) && !skip(f, r, 0) {
+		if isNullBit(bm, i) {
+			continue
+		}
+		p := r.pos
+		if f.kind == kFixed && len(r.b)-p >= f.width {
+			r.pos += f.width // the common case, without the call
+		} else if !skip(f, r, 0) {
 			return r.err
+		}
+		if sizes != nil {
+			sizes[i] += r.pos - p
 		}
 	}
 	if r.pos != len(r.b) {
