@@ -1,0 +1,204 @@
+package savepoint
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestCheckCleanFixtures(t *testing.T) {
+	for _, name := range allFixtures(t) {
+		sp := openFixture(t, name)
+		probs, stats := Check(context.Background(), sp, CheckOptions{})
+		for _, p := range probs {
+			t.Errorf("%s: %s", name, p)
+		}
+		t.Logf("%s: %+v", name, stats)
+	}
+}
+
+// copyFixture copies a fixture savepoint directory (the one holding
+// _metadata) into a temporary directory and returns it.
+func copyFixture(t *testing.T, name string) string {
+	t.Helper()
+	src := fixtureDir(t, name)
+	dst := t.TempDir()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+func openDir(t *testing.T, dir string) *Savepoint {
+	t.Helper()
+	sp, err := Open(context.Background(), mustLocal(t, dir), MetadataName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sp
+}
+
+// firstKeyedFile returns the operator, handle and file path of the keyed
+// handle of operator opID, subtask sub.
+func keyedFileOf(t *testing.T, sp *Savepoint, dir, opID string, sub int) (*KeyGroupsHandle, string) {
+	t.Helper()
+	op := sp.FindOperator(opID)
+	if op == nil || op.Subtask(sub) == nil {
+		t.Fatalf("operator %s subtask %d not found", opID, sub)
+	}
+	h := op.Subtask(sub).ManagedKeyed.(*KeyGroupsHandle)
+	return h, filepath.Join(dir, h.Delegate.Path)
+}
+
+func rewriteMetadata(t *testing.T, dir string, sp *Savepoint) {
+	t.Helper()
+	b, err := EncodeMetadata(sp.Meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, MetadataName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func patchFile(t *testing.T, path string, off int64, b ...byte) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(data[off:], b)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+const (
+	fixtureUDF  = "flink1.20-rocksdb-canonical-valuestate-timers"
+	flatMap1    = "d5c8b168c6cbfe8c507a10f88b325243"
+	timelyOp1   = "4b818c7923a927796d24b727201ba34d"
+	fixtureSnap = "flink1.19-rocksdb-canonical-snappy-compressed"
+)
+
+func TestCheckDetectsMutations(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name    string
+		fixture string
+		mutate  func(t *testing.T, dir string, sp *Savepoint)
+		kind    string
+	}{
+		{"flip block byte (key length)", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			h, path := keyedFileOf(t, sp, dir, flatMap1, 2)
+			patchFile(t, path, h.Offset(2)+2, 0x7f)
+		}, ProblemBlock},
+		{"flip key-group prefix", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			h, path := keyedFileOf(t, sp, dir, flatMap1, 2)
+			patchFile(t, path, h.Offset(2)+6, 0x03)
+		}, ProblemBlock},
+		{"change a key's group", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			// Key Tuple1<Long>(0) in key group 2 becomes 2, which hashes to 3.
+			h, path := keyedFileOf(t, sp, dir, flatMap1, 2)
+			patchFile(t, path, h.Offset(2)+14, 0x02)
+		}, ProblemKeyGroup},
+		{"corrupt snappy frame", fixtureSnap, func(t *testing.T, dir string, sp *Savepoint) {
+			h, path := keyedFileOf(t, sp, dir, timelyOp1, 2)
+			patchFile(t, path, h.Offset(2)+20, 0xAA, 0x55)
+		}, ProblemBlock},
+		{"truncate file", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			_, path := keyedFileOf(t, sp, dir, timelyOp1, 1)
+			st, _ := os.Stat(path)
+			if err := os.Truncate(path, st.Size()-10); err != nil {
+				t.Fatal(err)
+			}
+		}, ProblemSize},
+		{"delete file", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			_, path := keyedFileOf(t, sp, dir, timelyOp1, 3)
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		}, ProblemMissing},
+		{"move offset", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			h, _ := keyedFileOf(t, sp, dir, flatMap1, 2)
+			h.Offsets[0] += 3
+			rewriteMetadata(t, dir, sp)
+		}, ProblemBlock},
+		{"offset past end", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			h, _ := keyedFileOf(t, sp, dir, flatMap1, 2)
+			h.Offsets[0] = h.Delegate.Size + 100
+			rewriteMetadata(t, dir, sp)
+		}, ProblemOffset},
+		{"offset into header", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			h, _ := keyedFileOf(t, sp, dir, flatMap1, 2)
+			h.Offsets[0] = 10
+			rewriteMetadata(t, dir, sp)
+		}, ProblemOffset},
+		{"overlapping ranges", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			h, _ := keyedFileOf(t, sp, dir, flatMap1, 2)
+			h.StartKeyGroup = 1
+			rewriteMetadata(t, dir, sp)
+		}, ProblemRange},
+		{"range beyond max parallelism", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			h, _ := keyedFileOf(t, sp, dir, flatMap1, 3)
+			h.StartKeyGroup = 9
+			rewriteMetadata(t, dir, sp)
+		}, ProblemRange},
+		{"hostile relative path", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			h, _ := keyedFileOf(t, sp, dir, flatMap1, 2)
+			h.Delegate.Path = "../" + h.Delegate.Path
+			rewriteMetadata(t, dir, sp)
+		}, ProblemPath},
+		{"absolute path outside", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			h, _ := keyedFileOf(t, sp, dir, flatMap1, 2)
+			h.Delegate.Tag, h.Delegate.Path = TagFile, "file:/etc/passwd"
+			rewriteMetadata(t, dir, sp)
+		}, ProblemPath},
+		{"operator state offset outside", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			oh := sp.FindOperator("CheckpointingSource1").Subtask(0).ManagedOperator
+			oh.States[0].Offsets[1] = 1 << 40
+			rewriteMetadata(t, dir, sp)
+		}, ProblemOffset},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyFixture(t, tc.fixture)
+			before := openDir(t, dir)
+			if probs, _ := Check(ctx, before, CheckOptions{}); len(probs) != 0 {
+				t.Fatalf("copy not clean: %v", probs)
+			}
+			tc.mutate(t, dir, before)
+			sp := openDir(t, dir)
+			probs, _ := Check(ctx, sp, CheckOptions{})
+			if len(probs) == 0 {
+				t.Fatal("mutation not detected")
+			}
+			found := false
+			for _, p := range probs {
+				if p.Kind == tc.kind {
+					found = true
+				}
+				if p.File == "" {
+					t.Errorf("problem without file: %+v", p)
+				}
+			}
+			if !found {
+				t.Fatalf("no %s problem among %v", tc.kind, probs)
+			}
+			t.Logf("%s", probs[0])
+		})
+	}
+}
