@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/urfave/cli/v2"
@@ -388,4 +389,149 @@ func kgWriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
+}
+
+func init() {
+	RegisterBench(&cli.Command{
+		Name:  "keygroups",
+		Usage: "key-group assignment throughput: Java keys, SQL key rows (build + hash), row hashing",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "quick", Usage: "fewer keys (well under a second)"},
+			&cli.IntFlag{Name: "keys", Usage: "keys per workload (default 5000000, --quick 200000)"},
+		},
+		Action: runBenchKeygroups,
+	})
+}
+
+type kgBenchResult struct {
+	Workload    string  `json:"workload"`
+	Keys        int     `json:"keys"`
+	NsPerKey    float64 `json:"nsPerKey"`
+	MKeysPerS   float64 `json:"mKeysPerSec"`
+	RowBytes    int     `json:"rowBytes,omitempty"`
+	MBPerS      float64 `json:"mbPerSec,omitempty"`
+	Checksum    int     `json:"checksum"`
+	MaxParallel int     `json:"maxParallelism"`
+}
+
+func runBenchKeygroups(c *cli.Context) error {
+	g := GlobalsFrom(c)
+	n := 5_000_000
+	if c.Bool("quick") {
+		n = 200_000
+	}
+	if k := c.Int("keys"); k > 0 {
+		n = k
+	} else if c.IsSet("keys") {
+		return Failf(ExitUsage, "bench keygroups: --keys must be positive")
+	}
+	const maxP = 128
+	strs := make([]string, 1024)
+	for i := range strs {
+		strs[i] = fmt.Sprintf("customer-%07d", i)
+	}
+	rowOf := func(types []keygroups.FieldType, vals ...any) []byte {
+		row, err := keygroups.BuildRow(types, vals)
+		if err != nil {
+			panic(err) // fixed inputs above; cannot fail
+		}
+		return row
+	}
+	row56 := rowOf([]keygroups.FieldType{keygroups.TypeBigInt, keygroups.TypeString, keygroups.TypeTimestamp(3), keygroups.TypeDecimal(10, 2)},
+		int64(7), "customer-0000001", keygroups.Timestamp{Millis: 1602288035000}, int64(12345))
+	row272 := rowOf([]keygroups.FieldType{keygroups.TypeString}, strings.Repeat("y", 256))
+	bigintRow, _ := keygroups.NewRowBuilder([]keygroups.FieldType{keygroups.TypeBigInt})
+	strRow, _ := keygroups.NewRowBuilder([]keygroups.FieldType{keygroups.TypeInt, keygroups.TypeString})
+
+	type workload struct {
+		name     string
+		rowBytes int
+		run      func(n int) int
+	}
+	workloads := []workload{
+		{"java Long", 0, func(n int) int {
+			s := 0
+			for i := range n {
+				s += keygroups.KeyGroupFor(keygroups.HashLong(int64(i)), maxP)
+			}
+			return s
+		}},
+		{"java String (16 chars)", 0, func(n int) int {
+			s := 0
+			for i := range n {
+				s += keygroups.KeyGroupFor(keygroups.HashString(strs[i&1023]), maxP)
+			}
+			return s
+		}},
+		{"Tuple1<Long>", 0, func(n int) int {
+			s := 0
+			for i := range n {
+				s += keygroups.Assign(keygroups.Tuple{keygroups.Long(int64(i))}, maxP)
+			}
+			return s
+		}},
+		{"SQL row<bigint> build+hash", 16, func(n int) int {
+			s, buf, vals := 0, []byte(nil), []any{int64(0)}
+			for i := range n {
+				vals[0] = int64(i)
+				buf, _ = bigintRow.Append(buf[:0], vals)
+				s += keygroups.KeyGroupFor(keygroups.HashRow(buf), maxP)
+			}
+			return s
+		}},
+		{"SQL row<int,string> build+hash", 40, func(n int) int {
+			s, buf, vals := 0, []byte(nil), []any{int32(0), ""}
+			for i := range n {
+				vals[0], vals[1] = int32(i), strs[i&1023]
+				buf, _ = strRow.Append(buf[:0], vals)
+				s += keygroups.KeyGroupFor(keygroups.HashRow(buf), maxP)
+			}
+			return s
+		}},
+		{"SQL row hash only", len(row56), func(n int) int {
+			s := 0
+			for range n {
+				s += keygroups.KeyGroupFor(keygroups.HashRow(row56), maxP)
+			}
+			return s
+		}},
+		{"SQL row hash only", len(row272), func(n int) int {
+			s := 0
+			for range n {
+				s += keygroups.KeyGroupFor(keygroups.HashRow(row272), maxP)
+			}
+			return s
+		}},
+	}
+	var res []kgBenchResult
+	for _, wl := range workloads {
+		wl.run(min(n, 10_000)) // warm up
+		start := time.Now()
+		sum := wl.run(n)
+		el := time.Since(start)
+		r := kgBenchResult{Workload: wl.name, Keys: n, RowBytes: wl.rowBytes, Checksum: sum, MaxParallel: maxP}
+		r.NsPerKey = float64(el.Nanoseconds()) / float64(n)
+		if el > 0 {
+			r.MKeysPerS = float64(n) / el.Seconds() / 1e6
+			if wl.rowBytes > 0 {
+				r.MBPerS = float64(n*wl.rowBytes) / el.Seconds() / 1e6
+			}
+		}
+		res = append(res, r)
+	}
+	w := c.App.Writer
+	if g.JSON {
+		return kgWriteJSON(w, res)
+	}
+	fmt.Fprintf(w, "key-group assignment, max parallelism %d, %d keys per workload, 1 goroutine\n", maxP, n)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "workload\trow bytes\tns/key\tMkeys/s\tMB/s\t")
+	for _, r := range res {
+		rb, mb := "-", "-"
+		if r.RowBytes > 0 {
+			rb, mb = strconv.Itoa(r.RowBytes), fmt.Sprintf("%.0f", r.MBPerS)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%.1f\t%s\t\n", r.Workload, rb, r.NsPerKey, r.MKeysPerS, mb)
+	}
+	return tw.Flush()
 }
