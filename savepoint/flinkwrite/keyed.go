@@ -100,10 +100,40 @@ type Header struct {
 	Compressed    bool
 	KeySerializer Snapshot
 	States        []StateMetaInfo
+
+	// Raw, when set, is a complete header kept from a stream that was read
+	// (the keyed reader's Header.Raw) and is written verbatim, except for
+	// the compression flag (byte 4), which is set from Compressed.
+	// KeySerializer and States are then ignored and RawNumStates gives the
+	// number of states the raw header declares.
+	Raw          []byte
+	RawNumStates int
+}
+
+func (h Header) numStates() int {
+	if h.Raw != nil {
+		return h.RawNumStates
+	}
+	return len(h.States)
 }
 
 // AppendHeader appends the header bytes (proxy version 6).
 func AppendHeader(b []byte, h Header) ([]byte, error) {
+	if h.Raw != nil {
+		if len(h.Raw) < 5 || binary.BigEndian.Uint32(h.Raw) != keyedProxyVersion || h.Raw[4] > 1 {
+			return b, fmt.Errorf("%w: raw header is not a version %d keyed-state header", ErrSnapshot, keyedProxyVersion)
+		}
+		if h.RawNumStates < 0 || h.RawNumStates > maxStates {
+			return b, fmt.Errorf("%w: raw header with %d states", ErrSnapshot, h.RawNumStates)
+		}
+		at := len(b)
+		b = append(b, h.Raw...)
+		b[at+4] = 0
+		if h.Compressed {
+			b[at+4] = 1
+		}
+		return b, nil
+	}
 	if len(h.States) > maxStates {
 		return b, fmt.Errorf("%w: %d states (max %d)", ErrSnapshot, len(h.States), maxStates)
 	}
@@ -229,10 +259,10 @@ func NewKeyedWriter(w io.Writer, h Header, rng KeyGroupRange, maxParallelism int
 		bw:        bufio.NewWriterSize(w, 64<<10),
 		rng:       rng,
 		prefixLen: KeyGroupPrefixLen(maxParallelism),
-		numStates: len(h.States),
+		numStates: h.numStates(),
 		offsets:   make([]int64, rng.Len()),
 		group:     -1,
-		seen:      make([]uint64, (len(h.States)+63)/64),
+		seen:      make([]uint64, (h.numStates()+63)/64),
 	}
 	kw.out = &countingWriter{w: kw.bw}
 	kw.block = kw.out

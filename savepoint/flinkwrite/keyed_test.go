@@ -401,3 +401,30 @@ func FuzzKeyedWriter(f *testing.F) {
 		}
 	})
 }
+
+func TestRawHeader(t *testing.T) {
+	h := testHeader(false, 3)
+	hdr, _ := AppendHeader(nil, h)
+	got, err := AppendHeader(nil, Header{Raw: hdr, RawNumStates: 3, Compressed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[4] != 1 || !bytes.Equal(got[5:], hdr[5:]) || hdr[4] != 0 {
+		t.Fatal("raw header not copied with the compression flag set")
+	}
+	bad := slices.Clone(hdr)
+	bad[3] = 5
+	for _, rh := range []Header{{Raw: bad, RawNumStates: 3}, {Raw: hdr[:4], RawNumStates: 3}, {Raw: hdr, RawNumStates: -1}, {Raw: hdr, RawNumStates: 40000}} {
+		if _, err := AppendHeader(nil, rh); !errors.Is(err, ErrSnapshot) {
+			t.Errorf("bad raw header accepted: %v", err)
+		}
+	}
+	// The state count of a raw header bounds the state ids.
+	w, err := NewKeyedWriter(io.Discard, Header{Raw: hdr, RawNumStates: 3}, KeyGroupRange{0, 3}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(0, 3, key(0, 1, 1), nil); !errors.Is(err, ErrValue) {
+		t.Fatalf("state 3 of 3: %v", err)
+	}
+}
