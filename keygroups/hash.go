@@ -220,13 +220,20 @@ func (r Row) HashCode() int32 { return HashRow(r) }
 // zero-padded (Flink would assert), so the function never panics.
 func HashRow(row []byte) int32 {
 	h := uint32(RowHashSeed)
-	n := len(row) &^ 3
-	for i := 0; i < n; i += 4 {
-		h = mixH1(h, mixK1(binary.LittleEndian.Uint32(row[i:])))
+	b := row
+	for len(b) >= 8 {
+		w := binary.LittleEndian.Uint64(b)
+		h = mixH1(h, mixK1(uint32(w)))
+		h = mixH1(h, mixK1(uint32(w>>32)))
+		b = b[8:]
 	}
-	if n < len(row) {
+	if len(b) >= 4 {
+		h = mixH1(h, mixK1(binary.LittleEndian.Uint32(b)))
+		b = b[4:]
+	}
+	if len(b) > 0 {
 		var w [4]byte
-		copy(w[:], row[n:])
+		copy(w[:], b)
 		h = mixH1(h, mixK1(binary.LittleEndian.Uint32(w[:])))
 	}
 	return int32(fmix32(h ^ uint32(len(row))))

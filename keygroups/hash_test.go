@@ -201,3 +201,29 @@ func TestKeyGroupForInvalidMaxParallelism(t *testing.T) {
 		t.Errorf("KeyGroupFor at the limit: %d", got)
 	}
 }
+
+// hashRowRef is the plain word-by-word form of hashBytesByWords.
+func hashRowRef(row []byte) int32 {
+	padded := append([]byte(nil), row...)
+	for len(padded)%4 != 0 {
+		padded = append(padded, 0)
+	}
+	h := uint32(RowHashSeed)
+	for i := 0; i < len(padded); i += 4 {
+		k := uint32(padded[i]) | uint32(padded[i+1])<<8 | uint32(padded[i+2])<<16 | uint32(padded[i+3])<<24
+		h = mixH1(h, mixK1(k))
+	}
+	return int32(fmix32(h ^ uint32(len(row))))
+}
+
+func TestHashRowAllLengths(t *testing.T) {
+	buf := make([]byte, 80)
+	for i := range buf {
+		buf[i] = byte(i*37 + 11)
+	}
+	for n := 0; n <= len(buf); n++ {
+		if got, want := HashRow(buf[:n]), hashRowRef(buf[:n]); got != want {
+			t.Fatalf("len %d: %#x, want %#x", n, got, want)
+		}
+	}
+}

@@ -263,3 +263,47 @@ func atoi(t *testing.T, s string) int {
 	}
 	return n
 }
+
+func TestBenchKeygroupsQuickJSON(t *testing.T) {
+	out, errOut, code := runKG(t, "--json", "bench", "keygroups", "--keys", "1000")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res []struct {
+		Workload string
+		Keys     int
+		NsPerKey float64
+		Checksum int
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(res) < 5 {
+		t.Fatalf("%d workloads", len(res))
+	}
+	// The checksum is the sum of the key groups computed; recompute two.
+	wantLong, wantRow := 0, 0
+	for i := range 1000 {
+		wantLong += keygroups.KeyGroupFor(keygroups.HashLong(int64(i)), 128)
+		row, _ := keygroups.BuildRow([]keygroups.FieldType{keygroups.TypeBigInt}, []any{int64(i)})
+		wantRow += keygroups.Assign(keygroups.Row(row), 128)
+	}
+	for _, r := range res {
+		if r.Keys != 1000 || r.NsPerKey <= 0 {
+			t.Errorf("result %+v", r)
+		}
+		switch r.Workload {
+		case "java Long", "Tuple1<Long>":
+			if r.Checksum != wantLong {
+				t.Errorf("%s checksum %d, want %d", r.Workload, r.Checksum, wantLong)
+			}
+		case "SQL row<bigint> build+hash":
+			if r.Checksum != wantRow {
+				t.Errorf("%s checksum %d, want %d", r.Workload, r.Checksum, wantRow)
+			}
+		}
+	}
+	if _, _, code := runKG(t, "bench", "keygroups", "--keys", "-5"); code != ExitUsage {
+		t.Errorf("negative --keys: exit %d", code)
+	}
+}
