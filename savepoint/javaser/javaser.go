@@ -570,6 +570,12 @@ func (p *parser) classDesc(depth int) *ClassDesc {
 		if p.err != nil {
 			return nil
 		}
+		for c, i := cd.Super, 0; c != nil; c, i = c.Super, i+1 {
+			if c == cd || i > p.maxDepth {
+				p.fail(at, "class %s has a cyclic or too deep super-class chain", cd.Name)
+				return nil
+			}
+		}
 		if cd.Flags&SCSerializable != 0 && cd.Flags&SCExternalizable != 0 {
 			p.fail(at, "class %s is both serializable and externalizable", cd.Name)
 		}
@@ -593,6 +599,12 @@ func (p *parser) classDesc(depth int) *ClassDesc {
 		cd.Super = p.classDesc(depth + 1)
 		if p.err != nil {
 			return nil
+		}
+		for c, i := cd.Super, 0; c != nil; c, i = c.Super, i+1 {
+			if c == cd || i > p.maxDepth {
+				p.fail(at, "proxy class has a cyclic or too deep super-class chain")
+				return nil
+			}
 		}
 		return cd
 	default:
