@@ -14,7 +14,9 @@ import (
 // (case-insensitive): BOOLEAN, TINYINT, SMALLINT, INT/INTEGER, BIGINT,
 // FLOAT/REAL, DOUBLE, STRING/VARCHAR[(n)]/CHAR[(n)], BYTES/VARBINARY[(n)]/
 // BINARY[(n)], DATE, TIME[(p)], TIMESTAMP[(p)], TIMESTAMP_LTZ[(p)] (also
-// "TIMESTAMP[(p)] WITH LOCAL TIME ZONE"), DECIMAL/NUMERIC/DEC[(p[, s])].
+// "TIMESTAMP[(p)] WITH LOCAL TIME ZONE"), DECIMAL/NUMERIC/DEC[(p[, s])],
+// INTERVAL YEAR TO MONTH (months) and INTERVAL DAY TO SECOND[(p)]
+// (milliseconds; also the other day-time interval spellings).
 // Defaults follow Flink: TIMESTAMP precision 6, DECIMAL(10, 0).
 func ParseFieldType(s string) (FieldType, error) {
 	norm := strings.Join(strings.Fields(strings.ToLower(s)), " ")
@@ -75,6 +77,12 @@ func ParseFieldType(s string) (FieldType, error) {
 		if ltz || name == "timestamp_ltz" {
 			t = TypeTimestampLTZ(p)
 		}
+	case "interval year to month", "interval year", "interval month":
+		t, err = FieldType{Kind: KindIntervalYearMonth}, argc(1)
+	case "interval day to second", "interval day", "interval day to hour", "interval day to minute",
+		"interval hour", "interval hour to minute", "interval hour to second", "interval minute",
+		"interval minute to second", "interval second":
+		t, err = FieldType{Kind: KindIntervalDayTime}, argc(1)
 	case "decimal", "numeric", "dec":
 		if err = argc(2); err != nil {
 			break

@@ -20,6 +20,9 @@ func TestParseFieldType(t *testing.T) {
 		{"timestamp_ltz(9)", TypeTimestampLTZ(9)}, {"timestamp(3) with local time zone", TypeTimestampLTZ(3)},
 		{"decimal", TypeDecimal(10, 0)}, {"decimal(5)", TypeDecimal(5, 0)}, {"DECIMAL(20, 4)", TypeDecimal(20, 4)},
 		{"numeric(38,38)", TypeDecimal(38, 38)},
+		{"INTERVAL YEAR TO MONTH", FieldType{Kind: KindIntervalYearMonth}},
+		{"interval day to second(3)", FieldType{Kind: KindIntervalDayTime}},
+		{"interval  minute", FieldType{Kind: KindIntervalDayTime}},
 	} {
 		got, err := ParseFieldType(tc.in)
 		if err != nil || got != tc.want {

@@ -39,7 +39,8 @@ KEY TYPES (DataStream keys, hashed with Java hashCode()):
 KEY TYPES (SQL keys: a BinaryRowData of the key columns, RowKind +I):
    row<T1, T2, ...>      T = BOOLEAN, TINYINT, SMALLINT, INT, BIGINT, FLOAT,
                          DOUBLE, STRING/VARCHAR(n)/CHAR(n), BYTES/VARBINARY(n),
-                         DATE, TIME, TIMESTAMP(p), TIMESTAMP_LTZ(p), DECIMAL(p, s)
+                         DATE, TIME, TIMESTAMP(p), TIMESTAMP_LTZ(p), DECIMAL(p, s),
+                         INTERVAL YEAR TO MONTH (months), INTERVAL DAY TO SECOND (millis)
 
 FIELD SYNTAX for tuple and row keys: fields are separated by commas. The bare
 word null is SQL NULL (rows only); wrap a field in double quotes to keep
