@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // Kind is the shape of a declared state.
@@ -68,12 +70,7 @@ func (r KeyGroupRange) Empty() bool { return r.End < r.Start }
 
 // PrefixWidth is the number of bytes of the big-endian key-group prefix:
 // 1 when maxParallelism <= 128, else 2 (Flink's rule).
-func PrefixWidth(maxParallelism int) int {
-	if maxParallelism <= 128 {
-		return 1
-	}
-	return 2
-}
+func PrefixWidth(maxParallelism int) int { return keygroups.PrefixWidth(maxParallelism) }
 
 // Validate checks the layout.
 func (l Layout) Validate() error {
@@ -92,10 +89,15 @@ func (l Layout) Width() int { return PrefixWidth(l.MaxParallelism) }
 
 // AppendKeyGroup appends kg's prefix to dst.
 func (l Layout) AppendKeyGroup(dst []byte, kg int) []byte {
-	if l.Width() == 1 {
-		return append(dst, byte(kg))
-	}
-	return append(dst, byte(kg>>8), byte(kg))
+	return keygroups.AppendPrefix(dst, kg, l.Width())
+}
+
+// Key appends the stored key of (kg, key, namespace) for value and list
+// states (see State.Key).
+func (l Layout) Key(dst []byte, kg int, key, ns []byte) []byte {
+	dst = l.AppendKeyGroup(dst, kg)
+	dst = appendLenBytes(dst, key)
+	return appendLenBytes(dst, ns)
 }
 
 // KeyGroupOf reads the key group of a stored key.

@@ -43,15 +43,18 @@ type BundleStats struct {
 // Byte slices returned by a bundle stay valid until Commit or Abort. A
 // bundle is not safe for concurrent use.
 type Bundle struct {
-	op      *Operator
-	entries map[bkey]*entry
-	slab    []byte
-	now     int64
-	active  bool
-	batch   Batch
-	stats   BundleStats
-	keyBuf  []byte
-	scratch [][]byte
+	op       *Operator
+	entries  map[bkey]*entry
+	slab     []byte
+	now      int64
+	active   bool
+	batch    Batch
+	stats    BundleStats
+	keyBuf   []byte
+	scratch  [][]byte
+	scratchE []*entry
+	chunks   [][]entry
+	chunk    int
 }
 
 // NewBundle returns a reusable bundle for the operator.
@@ -117,29 +120,42 @@ func (b *Bundle) Hydrate(s *State, keys [][]byte) error {
 		return ErrNoBundle
 	}
 	need := b.scratch[:0]
-	seen := make(map[string]struct{}, len(keys))
+	ents := b.scratchE[:0]
 	for _, k := range keys {
-		if _, ok := b.entries[bkey{s.id, string(k)}]; ok {
+		bk := bkey{s.id, string(k)}
+		if _, ok := b.entries[bk]; ok {
 			continue
 		}
-		if _, ok := seen[string(k)]; ok {
-			continue
-		}
-		seen[string(k)] = struct{}{}
+		e := b.newEntry()
+		b.entries[bk] = e
 		need = append(need, k)
+		ents = append(ents, e)
 	}
-	b.scratch = need[:0]
+	b.scratch, b.scratchE = need[:0], ents[:0]
 	if len(need) == 0 {
 		return nil
 	}
 	b.stats.Hydrated += len(need)
-	return b.load(s, need)
+	return b.load(s, need, ents)
 }
 
-func (b *Bundle) load(s *State, keys [][]byte) error {
+func (b *Bundle) newEntry() *entry {
+	if b.chunk >= len(b.chunks) {
+		b.chunks = append(b.chunks, make([]entry, 0, 4096))
+	}
+	c := &b.chunks[b.chunk]
+	if len(*c) == cap(*c) {
+		b.chunk++
+		return b.newEntry()
+	}
+	*c = (*c)[:len(*c)+1]
+	return &(*c)[len(*c)-1]
+}
+
+func (b *Bundle) load(s *State, keys [][]byte, ents []*entry) error {
 	var derr error
 	err := b.op.be.MultiGet(s.id, keys, func(i int, v []byte, found bool) {
-		e := &entry{}
+		e := ents[i]
 		if found {
 			e.stored = true
 			ts, p, ok := splitValue(v)
@@ -155,7 +171,6 @@ func (b *Bundle) load(s *State, keys [][]byte) error {
 				e.val = b.slab[off:len(b.slab):len(b.slab)]
 			}
 		}
-		b.entries[bkey{s.id, string(keys[i])}] = e
 	})
 	if err != nil {
 		return err
@@ -174,10 +189,12 @@ func (b *Bundle) lookup(s *State, key []byte) (*entry, error) {
 		return e, nil
 	}
 	b.stats.PointReads++
-	if err := b.load(s, [][]byte{key}); err != nil {
+	e := b.newEntry()
+	b.entries[bkey{s.id, string(key)}] = e
+	if err := b.load(s, [][]byte{key}, []*entry{e}); err != nil {
 		return nil, err
 	}
-	return b.entries[bkey{s.id, string(key)}], nil
+	return e, nil
 }
 
 // Get returns the live payload of key, or ok=false.
@@ -200,7 +217,8 @@ func (b *Bundle) entryFor(s *State, key []byte) *entry {
 	e, ok := b.entries[k]
 	if !ok {
 		// Blind write: no read needed. Assume the backend may hold a value.
-		e = &entry{stored: true}
+		e = b.newEntry()
+		e.stored = true
 		b.entries[k] = e
 	}
 	return e
@@ -438,6 +456,11 @@ func (b *Bundle) Abort() {
 
 func (b *Bundle) abort() {
 	clear(b.entries)
+	for i := range b.chunks {
+		clear(b.chunks[i])
+		b.chunks[i] = b.chunks[i][:0]
+	}
+	b.chunk = 0
 	if cap(b.slab) > 64<<20 {
 		b.slab = nil
 	} else {

@@ -80,9 +80,7 @@ func appendLenBytes(dst, b []byte) []byte {
 // Key appends the stored key of (kg, key, namespace) for value and list
 // states: key-group prefix | uvarint len | key | uvarint len | namespace.
 func (s *State) Key(dst []byte, kg int, key, ns []byte) []byte {
-	dst = s.op.layout.AppendKeyGroup(dst, kg)
-	dst = appendLenBytes(dst, key)
-	return appendLenBytes(dst, ns)
+	return s.op.layout.Key(dst, kg, key, ns)
 }
 
 // EntryPrefix appends the prefix shared by every map/multiset entry of

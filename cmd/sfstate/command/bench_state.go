@@ -1,0 +1,79 @@
+//go:build cgo
+
+package command
+
+import (
+	"encoding/json"
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/sfstate/sfstate/engine"
+	"github.com/urfave/cli/v2"
+)
+
+func init() {
+	RegisterBench(&cli.Command{
+		Name:  "state",
+		Usage: "bundled state engine vs per-record RocksDB: Nexmark-shaped workloads, Flink state micro-benchmarks, slot memory",
+		Flags: []cli.Flag{
+			&cli.BoolFlag{Name: "quick", Usage: "small sizes (seconds, not minutes)"},
+			&cli.IntFlag{Name: "events", Usage: "events per workload (default 2000000, --quick 200000)"},
+			&cli.IntFlag{Name: "bundle", Value: 1000, Usage: "events per bundle"},
+			&cli.StringFlag{Name: "dir", Usage: "scratch directory (default: system temp)"},
+		},
+		Action: runBenchState,
+	})
+}
+
+func runBenchState(c *cli.Context) error {
+	g := GlobalsFrom(c)
+	cfg := engine.StateBenchConfig{
+		Dir:        c.String("dir"),
+		Events:     2_000_000,
+		BundleSize: c.Int("bundle"),
+		MicroKeys:  200_000,
+		MicroOps:   500_000,
+	}
+	if c.Bool("quick") {
+		cfg.Events, cfg.MicroKeys, cfg.MicroOps = 200_000, 20_000, 50_000
+	}
+	if n := c.Int("events"); n > 0 {
+		cfg.Events = n
+	}
+	if cfg.BundleSize <= 0 {
+		return Failf(ExitUsage, "bench state: --bundle must be positive")
+	}
+	if !g.Quiet && !g.JSON {
+		cfg.Progress = func(step string) { fmt.Fprintf(c.App.ErrWriter, "bench state: %s done\n", step) }
+	}
+	res, err := engine.RunStateBench(cfg)
+	if err != nil {
+		return Fail(ExitIO, fmt.Errorf("bench state: %w", err))
+	}
+	w := c.App.Writer
+	if g.JSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "Nexmark-shaped state workloads (%d events, bundles of %d, WAL off)\n", cfg.Events, cfg.BundleSize)
+	fmt.Fprintln(tw, "workload\tper-record ev/s\tbundled ev/s\tspeedup\tcommit p50 ms\tcommit p99 ms\t")
+	for _, r := range res.Workloads {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2fx\t%.3f\t%.3f\t\n", r.Name, r.PerRecordEPS, r.BundleEPS, r.Speedup, r.CommitP50Ms, r.CommitP99Ms)
+	}
+	fmt.Fprintf(tw, "geomean\t\t\t%.2fx\t\t\t\n", res.GeomeanSpeedup)
+	tw.Flush()
+	fmt.Fprintf(w, "\nFlink state micro-benchmarks (%d keys, %d ops, ops/ms)\n", cfg.MicroKeys, cfg.MicroOps)
+	fmt.Fprintln(tw, "op\tper-op RocksDB\tengine\tspeedup\t")
+	for _, m := range res.Micro {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2fx\t\n", m.Op, m.PerOpOpsMs, m.EngineOpsMs, m.Speedup)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "\nNative memory, operators sharing one slot (same write volume)\n")
+	fmt.Fprintln(tw, "operators\tblock cache usage\tcache capacity\tmemtables\ttable readers\twbm usage\t")
+	for _, m := range res.Memory {
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t\n", m.Operators, m.CacheUsage, m.CacheCapacity, m.MemTables, m.TableReadersMem, m.WriteBufferUsage)
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,297 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"time"
+
+	"github.com/linxGnu/grocksdb"
+)
+
+// iterAccess adds prefix iteration to a stateAccess.
+type iterAccess interface {
+	stateAccess
+	iterate(st int, prefix []byte, fn func(userKey, payload []byte) bool)
+}
+
+func (p *perRecord) iterate(st int, prefix []byte, fn func(userKey, payload []byte) bool) {
+	ro := grocksdb.NewDefaultReadOptions()
+	defer ro.Destroy()
+	if up := prefixEnd(prefix); up != nil {
+		ro.SetIterateUpperBound(up)
+	}
+	it := p.db.NewIteratorCF(ro, p.cfs[st])
+	defer it.Close()
+	now := p.clock.Now()
+	ttl := p.states[st].TTL.Milliseconds()
+	for it.Seek(prefix); it.Valid(); it.Next() {
+		k, v := it.Key(), it.Value()
+		ts, pl, ok := splitValue(v.Data())
+		cont := true
+		if ok && (ttl <= 0 || ts+ttl > now) && bytes.HasPrefix(k.Data(), prefix) {
+			cont = fn(k.Data()[len(prefix):], pl)
+		}
+		k.Free()
+		v.Free()
+		if !cont {
+			break
+		}
+	}
+}
+
+func (a *bundleAccess) iterate(st int, prefix []byte, fn func(userKey, payload []byte) bool) {
+	if err := a.b.Iterate(a.sts[st], prefix, fn); err != nil && a.err == nil {
+		a.err = err
+	}
+}
+
+const microMapEntries = 4
+
+type microDef struct {
+	name  string
+	kind  Kind
+	keys  func(r *microRun, i int, emit func([]byte))
+	do    func(r *microRun, a iterAccess, i int)
+	fresh bool // blind writes: nothing to hydrate
+}
+
+type microRun struct {
+	l     Layout
+	nkeys int
+	pick  []int // random existing key per op
+	buf   []byte
+	val   []byte
+}
+
+func (r *microRun) key(k int) []byte {
+	return r.l.Key(nil, kgOf(int64(k), r.l.MaxParallelism), i64key(int64(k)), nil)
+}
+
+func (r *microRun) entry(k, uk int) []byte {
+	return append(r.key(k), i64key(int64(uk))...)
+}
+
+func listOf(n int, v []byte) []byte {
+	var out []byte
+	for i := 0; i < n; i++ {
+		out = appendLenBytes(out, v)
+	}
+	return out
+}
+
+func microDefs() []microDef {
+	valKeys := func(r *microRun, i int, emit func([]byte)) { emit(r.key(r.pick[i])) }
+	freshKeys := func(r *microRun, i int, emit func([]byte)) { emit(r.key(r.nkeys + i)) }
+	mapKeys := func(r *microRun, i int, emit func([]byte)) { emit(r.entry(r.pick[i], i%microMapEntries)) }
+	return []microDef{
+		{name: "valueAdd", kind: KindValue, keys: freshKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.put(0, r.key(r.nkeys+i), r.val) }},
+		{name: "valueUpdate", kind: KindValue, keys: valKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.put(0, r.key(r.pick[i]), r.val) }},
+		{name: "valueGet", kind: KindValue, keys: valKeys, do: func(r *microRun, a iterAccess, i int) { a.get(0, r.key(r.pick[i])) }},
+		{name: "listAdd", kind: KindList, keys: valKeys, do: func(r *microRun, a iterAccess, i int) {
+			k := r.key(r.pick[i])
+			p, _ := a.get(0, k)
+			r.buf = appendLenBytes(append(r.buf[:0], p...), r.val)
+			a.put(0, k, r.buf)
+		}},
+		{name: "listGet", kind: KindList, keys: valKeys, do: func(r *microRun, a iterAccess, i int) {
+			p, _ := a.get(0, r.key(r.pick[i]))
+			_ = decodeList(p, func([]byte) bool { return true })
+		}},
+		{name: "listUpdate", kind: KindList, keys: valKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) {
+			r.buf = listOf(microMapEntries, r.val)
+			a.put(0, r.key(r.pick[i]), r.buf)
+		}},
+		{name: "mapAdd", kind: KindMap, fresh: true, keys: func(r *microRun, i int, emit func([]byte)) { emit(r.entry(r.nkeys+i, 0)) },
+			do: func(r *microRun, a iterAccess, i int) { a.put(0, r.entry(r.nkeys+i, 0), r.val) }},
+		{name: "mapUpdate", kind: KindMap, keys: mapKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.put(0, r.entry(r.pick[i], i%microMapEntries), r.val) }},
+		{name: "mapGet", kind: KindMap, keys: mapKeys, do: func(r *microRun, a iterAccess, i int) { a.get(0, r.entry(r.pick[i], i%microMapEntries)) }},
+		{name: "mapContains", kind: KindMap, keys: func(r *microRun, i int, emit func([]byte)) { emit(r.entry(r.pick[i], i%(2*microMapEntries))) },
+			do: func(r *microRun, a iterAccess, i int) { a.get(0, r.entry(r.pick[i], i%(2*microMapEntries))) }},
+		{name: "mapRemove", kind: KindMap, keys: mapKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.del(0, r.entry(r.pick[i], i%microMapEntries)) }},
+		{name: "mapIterator", kind: KindMap, keys: func(*microRun, int, func([]byte)) {}, do: func(r *microRun, a iterAccess, i int) {
+			a.iterate(0, r.key(r.pick[i]), func(_, _ []byte) bool { return true })
+		}},
+	}
+}
+
+func setupMicro(r *microRun, d microDef, a stateAccess) {
+	for k := 0; k < r.nkeys; k++ {
+		switch d.kind {
+		case KindValue:
+			a.put(0, r.key(k), r.val)
+		case KindList:
+			a.put(0, r.key(k), listOf(microMapEntries, r.val))
+		case KindMap:
+			for uk := 0; uk < microMapEntries; uk++ {
+				a.put(0, r.entry(k, uk), r.val)
+			}
+		}
+	}
+}
+
+func runMicro(cfg StateBenchConfig, dir string, note func(string)) ([]MicroResult, error) {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
+	r := &microRun{l: benchLayout, nkeys: cfg.MicroKeys, val: i64key(123456789)}
+	r.pick = make([]int, cfg.MicroOps)
+	for i := range r.pick {
+		r.pick[i] = rng.IntN(cfg.MicroKeys)
+	}
+	var out []MicroResult
+	for _, d := range microDefs() {
+		states := []StateDesc{{Name: "s", Kind: d.kind}}
+		res := MicroResult{Op: d.name}
+		// per-op
+		slot, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+		if err != nil {
+			return nil, err
+		}
+		p, err := openPerRecord(filepath.Join(dir, "micro-"+d.name+"-op"), states, cfg.rocksOptions(slot))
+		if err != nil {
+			slot.Close()
+			return nil, err
+		}
+		setupMicro(r, d, p)
+		start := time.Now()
+		for i := 0; i < cfg.MicroOps; i++ {
+			d.do(r, p, i)
+		}
+		el := time.Since(start)
+		p.close()
+		slot.Close()
+		if p.err != nil {
+			return nil, fmt.Errorf("micro %s: %w", d.name, p.err)
+		}
+		res.PerOpOpsMs = float64(cfg.MicroOps) / float64(el.Milliseconds()+1)
+		res.PerOpOpsMs = float64(cfg.MicroOps) / (float64(el) / float64(time.Millisecond))
+
+		// engine
+		slot, err = NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+		if err != nil {
+			return nil, err
+		}
+		be, err := OpenRocksDB(filepath.Join(dir, "micro-"+d.name+"-engine"), benchLayout, states, cfg.rocksOptions(slot))
+		if err != nil {
+			slot.Close()
+			return nil, err
+		}
+		op := NewOperator(be, nil)
+		b := op.NewBundle()
+		acc := &bundleAccess{b: b, sts: op.States()}
+		// set-up through bundles of 10k keys
+		for lo := 0; lo < r.nkeys; lo += 10000 {
+			_ = b.Begin(nil)
+			sub := &microRun{l: r.l, nkeys: min(lo+10000, r.nkeys), val: r.val}
+			for k := lo; k < sub.nkeys; k++ {
+				switch d.kind {
+				case KindValue:
+					acc.put(0, r.key(k), r.val)
+				case KindList:
+					acc.put(0, r.key(k), listOf(microMapEntries, r.val))
+				case KindMap:
+					for uk := 0; uk < microMapEntries; uk++ {
+						acc.put(0, r.entry(k, uk), r.val)
+					}
+				}
+			}
+			if err := b.Commit(); err != nil {
+				acc.err = err
+			}
+		}
+		var keys [][]byte
+		st := op.States()[0]
+		start = time.Now()
+		for lo := 0; lo < cfg.MicroOps && acc.err == nil; lo += cfg.BundleSize {
+			hi := min(lo+cfg.BundleSize, cfg.MicroOps)
+			keys = keys[:0]
+			for i := lo; i < hi; i++ {
+				d.keys(r, i, func(k []byte) { keys = append(keys, k) })
+			}
+			if err := b.Begin(nil); err != nil {
+				acc.err = err
+				break
+			}
+			if !d.fresh {
+				if err := b.Hydrate(st, keys); err != nil {
+					acc.err = err
+					break
+				}
+			}
+			for i := lo; i < hi; i++ {
+				d.do(r, acc, i)
+			}
+			if err := b.Commit(); err != nil {
+				acc.err = err
+			}
+		}
+		el = time.Since(start)
+		b.Close()
+		be.Close()
+		slot.Close()
+		if acc.err != nil {
+			return nil, fmt.Errorf("micro %s: %w", d.name, acc.err)
+		}
+		res.EngineOpsMs = float64(cfg.MicroOps) / (float64(el) / float64(time.Millisecond))
+		res.Speedup = res.EngineOpsMs / res.PerOpOpsMs
+		out = append(out, res)
+		note("micro " + d.name)
+	}
+	return out, nil
+}
+
+func runMemory(cfg StateBenchConfig, dir string) ([]MemoryResult, error) {
+	const total = 32 << 20
+	val := make([]byte, 512)
+	var out []MemoryResult
+	for _, n := range []int{1, 4, 16} {
+		slot, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+		if err != nil {
+			return nil, err
+		}
+		states := []StateDesc{{Name: "a", Kind: KindValue}, {Name: "b", Kind: KindValue}}
+		var bes []*rocksBackend
+		closeAll := func() {
+			for _, be := range bes {
+				be.Close()
+			}
+			slot.Close()
+		}
+		for i := 0; i < n; i++ {
+			be, err := OpenRocksDB(filepath.Join(dir, fmt.Sprintf("mem-%d-%d", n, i)), benchLayout, states, cfg.rocksOptions(slot))
+			if err != nil {
+				closeAll()
+				return nil, err
+			}
+			bes = append(bes, be.(*rocksBackend))
+		}
+		per := total / len(val) / n
+		for i, be := range bes {
+			op := NewOperator(be, nil)
+			b := op.NewBundle()
+			for lo := 0; lo < per; lo += 5000 {
+				_ = b.Begin(nil)
+				for j := lo; j < min(lo+5000, per); j++ {
+					s := op.States()[j%2]
+					_ = b.Put(s, s.Key(nil, j%128, i64key(int64(i*per+j)), nil), val)
+				}
+				if err := b.Commit(); err != nil {
+					b.Close()
+					closeAll()
+					return nil, err
+				}
+			}
+			b.Close()
+		}
+		r := MemoryResult{Operators: n, CacheUsage: slot.CacheUsage(), CacheCapacity: slot.CacheCapacity(), WriteBufferUsage: slot.WriteBufferUsage()}
+		for _, be := range bes {
+			m, _ := be.Property("rocksdb.cur-size-all-mem-tables")
+			t, _ := be.Property("rocksdb.estimate-table-readers-mem")
+			r.MemTables += int64(m)
+			r.TableReadersMem += int64(t)
+		}
+		closeAll()
+		out = append(out, r)
+	}
+	return out, nil
+}
