@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,40 +39,26 @@ func openSavepointArg(ctx context.Context, c *cli.Context, arg string) (*savepoi
 }
 
 func savepointStore(ctx context.Context, c *cli.Context, arg string) (s3.Storage, string, error) {
-	if strings.HasPrefix(arg, "s3://") || strings.HasPrefix(arg, "s3a://") {
-		rest := arg[strings.Index(arg, "://")+3:]
-		bucket, prefix, _ := strings.Cut(rest, "/")
-		prefix = strings.Trim(prefix, "/")
-		if bucket == "" {
-			return nil, "", Failf(ExitUsage, "%s: no bucket", arg)
+	if !strings.Contains(arg, "://") {
+		// A local metadata file under another name than _metadata.
+		if fi, err := os.Stat(arg); err == nil && fi.Mode().IsRegular() && filepath.Base(arg) != savepoint.MetadataName {
+			p, err := filepath.Abs(arg)
+			if err != nil {
+				return nil, "", Fail(ExitIO, err)
+			}
+			st, err := s3.NewLocal(filepath.Dir(p))
+			if err != nil {
+				return nil, "", Fail(ExitIO, err)
+			}
+			return st, filepath.Base(p), nil
 		}
-		opts := s3.S3Options{Endpoint: c.String("s3-endpoint")}
-		st, err := s3.NewS3(ctx, bucket, "", opts)
-		if err != nil {
-			return nil, "", Fail(ExitIO, err)
+	}
+	opts := s3.OpenOptions{S3: s3.S3Options{Endpoint: c.String("s3-endpoint")}}
+	st, key, err := s3.Open(ctx, arg, opts)
+	if err != nil {
+		if errors.Is(err, s3.ErrBadKey) {
+			return nil, "", Fail(ExitUsage, err)
 		}
-		key := prefix
-		if key == "" || !strings.HasSuffix(key, savepoint.MetadataName) {
-			key = s3.JoinKey(prefix, savepoint.MetadataName)
-		}
-		return s3.WithRetry(st, s3.RetryPolicy{}), key, nil
-	}
-	p, err := filepath.Abs(arg)
-	if err != nil {
-		return nil, "", Fail(ExitIO, err)
-	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		return nil, "", Fail(ExitIO, err)
-	}
-	dir, key := p, savepoint.MetadataName
-	if !fi.IsDir() {
-		dir, key = filepath.Dir(p), filepath.Base(p)
-	}
-	// The store is rooted at the savepoint directory itself: nothing
-	// outside it is reachable through the store.
-	st, err := s3.NewLocal(dir)
-	if err != nil {
 		return nil, "", Fail(ExitIO, err)
 	}
 	return st, key, nil

@@ -1,0 +1,335 @@
+package command
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"flag"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/savepoint"
+)
+
+var rewrite = flag.Bool("rewrite", false, "rewrite golden files under testdata/golden")
+
+// fixtureSavepoint returns the directory holding a fixture's _metadata.
+func fixtureSavepoint(t *testing.T, name string) string {
+	t.Helper()
+	d := fixtures.Path(t, name)
+	if _, err := os.Stat(filepath.Join(d, "_metadata")); err == nil {
+		return d
+	}
+	return filepath.Join(d, "savepoint")
+}
+
+// copyDir copies the regular files of src into a new temporary directory.
+func copyDir(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dst, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dst
+}
+
+// golden compares got with testdata/golden/<name>, or rewrites it.
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	root, err := fixtures.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(root, "testdata", "golden", name)
+	if *rewrite {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -run %s -rewrite to create it)", err, t.Name())
+	}
+	if !bytes.Equal(got, want) {
+		gl, wl := strings.Split(string(got), "\n"), strings.Split(string(want), "\n")
+		for i := 0; i < len(gl) || i < len(wl); i++ {
+			var g, w string
+			if i < len(gl) {
+				g = gl[i]
+			}
+			if i < len(wl) {
+				w = wl[i]
+			}
+			if g != w {
+				t.Fatalf("%s differs at line %d:\n got  %q\n want %q\n(rerun with -rewrite if the change is intended)", name, i+1, g, w)
+			}
+		}
+	}
+}
+
+var goldenFixtures = []string{
+	"flink1.20-rocksdb-canonical-valuestate-timers",
+	"flink1.15-rocksdb-canonical-metadata-v3",
+	"flink1.20-hashmap-canonical-liststate-window-inline",
+	"flink1.20-rocksdb-NATIVE-incremental-for-contrast",
+	"flink1.20-hashmap-NATIVE-for-contrast",
+	"sql-rocksdb-canonical-groupagg-ttl-valuestate",
+	"sql-rocksdb-canonical-join-mapstate",
+}
+
+func TestInspectGolden(t *testing.T) {
+	fx := fixtures.Require(t)
+	for _, name := range goldenFixtures {
+		t.Run(name, func(t *testing.T) {
+			dir := fixtureSavepoint(t, name)
+			out, errOut, code := run(t, "inspect", "--ttl", "24h", "--now", "2024-02-01T00:00:00Z", dir)
+			if code != ExitOK {
+				t.Fatalf("exit %d: %s", code, errOut)
+			}
+			golden(t, "inspect/"+name+".txt", []byte(strings.ReplaceAll(out, fx, "<fixtures>")))
+		})
+	}
+	dir := fixtureSavepoint(t, "sql-rocksdb-canonical-join-ttl-valuestate")
+	out, errOut, code := run(t, "inspect", "--dump", dir)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "inspect/sql-rocksdb-canonical-join-ttl-valuestate.dump.jsonl", []byte(out))
+	out, errOut, code = run(t, "--json", "inspect", "--ttl", "1s", "--now", "1704352692000", fixtureSavepoint(t, "sql-rocksdb-canonical-join-ttl-valuestate"))
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	golden(t, "inspect/sql-rocksdb-canonical-join-ttl-valuestate.json", []byte(strings.ReplaceAll(out, fx, "<fixtures>")))
+}
+
+func TestInspectJSONIsValid(t *testing.T) {
+	for _, name := range fixtures.Savepoints(t) {
+		out, errOut, code := run(t, "--json", "inspect", fixtureSavepoint(t, name))
+		if code != ExitOK {
+			t.Fatalf("%s: exit %d: %s", name, code, errOut)
+		}
+		var v struct {
+			MetadataVersion int
+			Operators       []json.RawMessage
+			Scanned         bool
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if v.MetadataVersion < 3 || len(v.Operators) == 0 || !v.Scanned {
+			t.Fatalf("%s: %+v", name, v)
+		}
+	}
+}
+
+func TestInspectDumpFilters(t *testing.T) {
+	dir := fixtureSavepoint(t, "flink1.20-rocksdb-canonical-valuestate-timers")
+	count := func(args ...string) int {
+		out, errOut, code := run(t, append(append([]string{"inspect", "--dump"}, args...), dir)...)
+		if code != ExitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		n := 0
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			if l == "" {
+				continue
+			}
+			var m map[string]any
+			if err := json.Unmarshal([]byte(l), &m); err != nil {
+				t.Fatalf("bad line %q", l)
+			}
+			for _, k := range []string{"operator", "subtask", "keyGroup", "state", "kind", "key", "namespace", "value"} {
+				if _, ok := m[k]; !ok {
+					t.Fatalf("line lacks %s: %s", k, l)
+				}
+			}
+			n++
+		}
+		return n
+	}
+	if n := count(); n != 32 {
+		t.Fatalf("all: %d", n)
+	}
+	if n := count("--limit", "5"); n != 5 {
+		t.Fatalf("limit: %d", n)
+	}
+	if n := count("--operator", "4b818c7923a927796d24b727201ba34d", "--state", "state-name"); n != 4 {
+		t.Fatalf("operator+state: %d", n)
+	}
+	if n := count("--key-groups", "3-3"); n != 8 {
+		t.Fatalf("key group 3: %d", n)
+	}
+	if _, _, code := run(t, "inspect", "--dump", "--key-groups", "9-2", dir); code != ExitUsage {
+		t.Fatalf("bad range: exit %d", code)
+	}
+	if _, _, code := run(t, "inspect", "--operator", "nope", dir); code != ExitUsage {
+		t.Fatalf("unknown operator: exit %d", code)
+	}
+}
+
+func TestInspectNativeRefusesDump(t *testing.T) {
+	for _, name := range []string{"flink1.20-hashmap-NATIVE-for-contrast", "flink1.20-rocksdb-NATIVE-incremental-for-contrast"} {
+		_, errOut, code := run(t, "inspect", "--dump", fixtureSavepoint(t, name))
+		if code != ExitIO || !strings.Contains(errOut, "native") {
+			t.Fatalf("%s: exit %d: %s", name, code, errOut)
+		}
+	}
+}
+
+func hashTree(t *testing.T, dir string) string {
+	t.Helper()
+	h := sha256.New()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		h.Write([]byte(p + "|" + info.Mode().String() + "|"))
+		if d.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			h.Write(b)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func TestInspectAndCheckNeverModifyInput(t *testing.T) {
+	dir := copyDir(t, fixtureSavepoint(t, "flink1.19-rocksdb-canonical-snappy-compressed"))
+	before := hashTree(t, dir)
+	report := filepath.Join(t.TempDir(), "report.html")
+	for _, args := range [][]string{
+		{"inspect", dir},
+		{"inspect", "--html", report, dir},
+		{"inspect", "--dump", dir},
+		{"--json", "inspect", filepath.Join(dir, "_metadata")},
+		{"check", dir},
+	} {
+		if _, errOut, code := run(t, args...); code != ExitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+	if after := hashTree(t, dir); after != before {
+		t.Fatal("input directory changed")
+	}
+}
+
+func TestInspectHTMLReport(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.html")
+	if _, errOut, code := run(t, "inspect", "--html", out, "--ttl", "1h", "--now", "1706683200000", fixtureSavepoint(t, "sql-rocksdb-canonical-groupagg-ttl-valuestate")); code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(b)
+	for _, want := range []string{"<!DOCTYPE html>", "<svg", "State size per operator", "Entries per key group", "TTL age", "accState", "ROW&lt;BIGINT&gt;"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("report lacks %q", want)
+		}
+	}
+	if strings.Contains(s, "<script") || strings.Contains(s, "http://") && !strings.Contains(s, `xmlns="http://www.w3.org/2000/svg"`) {
+		t.Error("report is not self-contained")
+	}
+	// No temporary files are left behind.
+	ents, _ := os.ReadDir(filepath.Dir(out))
+	if len(ents) != 1 {
+		t.Fatalf("%d files in report directory", len(ents))
+	}
+}
+
+func TestInspectCorruptInputExit3(t *testing.T) {
+	dir := copyDir(t, fixtureSavepoint(t, "flink1.20-rocksdb-canonical-valuestate-timers"))
+	meta := filepath.Join(dir, "_metadata")
+	b, _ := os.ReadFile(meta)
+	// Truncate the metadata inside the operator list.
+	if err := os.WriteFile(meta, b[:300], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code := run(t, "inspect", dir)
+	if code != ExitIO || !strings.Contains(errOut, "_metadata") || !strings.Contains(errOut, "offset") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if _, _, code := run(t, "check", dir); code != ExitIO {
+		t.Fatalf("check on unreadable metadata: exit %d", code)
+	}
+	// A corrupt key-group block: inspect fails with file and offset, check
+	// lists it and exits 1.
+	dir = copyDir(t, fixtureSavepoint(t, "flink1.20-rocksdb-canonical-valuestate-timers"))
+	mb, _ := os.ReadFile(filepath.Join(dir, "_metadata"))
+	md, err := savepoint.ParseMetadata(mb, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := savepoint.ParseOperatorID("d5c8b168c6cbfe8c507a10f88b325243")
+	var h *savepoint.KeyGroupsHandle
+	for _, op := range md.Operators {
+		if op.ID == id {
+			h = op.Subtask(2).ManagedKeyed.(*savepoint.KeyGroupsHandle)
+		}
+	}
+	target := filepath.Join(dir, h.Delegate.Path)
+	data, _ := os.ReadFile(target)
+	data[h.Offset(2)+2] = 0x7F // first key length becomes huge
+	if err := os.WriteFile(target, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = run(t, "inspect", dir)
+	if code != ExitIO || !strings.Contains(errOut, filepath.Base(target)) || !strings.Contains(errOut, "offset") {
+		t.Fatalf("inspect corrupt block: exit %d: %s", code, errOut)
+	}
+	out, _, code := run(t, "check", dir)
+	if code != ExitCheckFailed || !strings.Contains(out, filepath.Base(target)) || !strings.Contains(out, "offset") {
+		t.Fatalf("check corrupt block: exit %d: %s", code, out)
+	}
+}
+
+func TestCheckCleanFixturesCLI(t *testing.T) {
+	for _, name := range fixtures.Savepoints(t) {
+		out, errOut, code := run(t, "check", fixtureSavepoint(t, name))
+		if code != ExitOK || !strings.Contains(out, ": ok (") {
+			t.Fatalf("%s: exit %d: %s%s", name, code, out, errOut)
+		}
+	}
+	out, _, code := run(t, "--json", "check", fixtureSavepoint(t, "sql-rocksdb-canonical-join-mapstate"))
+	var v struct {
+		OK       bool
+		Problems []any
+		Stats    struct{ KeysVerified int }
+	}
+	if code != ExitOK || json.Unmarshal([]byte(out), &v) != nil || !v.OK || len(v.Problems) != 0 || v.Stats.KeysVerified != 10 {
+		t.Fatalf("json check: exit %d: %s", code, out)
+	}
+}
