@@ -177,3 +177,57 @@ func TestLogicalTypeErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestRowTypeInsideDataTypeMatchesFixture rebuilds the FieldsDataType (a
+// ROW data type holding a RowType, its conversion class and the field data
+// types) that the SQL sink's operator state of a fixture carries, which
+// exercises RowType, RowField, the unmodifiable field list, Class objects
+// of serializable classes and back references byte for byte.
+func TestRowTypeInsideDataTypeMatchesFixture(t *testing.T) {
+	classFieldsDataType := &JavaClass{Name: "org.apache.flink.table.types.FieldsDataType", SUID: suid(0xf4b0ac1cad819f5f), Flags: SCSerializable,
+		Super: classDataType, Fields: []JavaField{{Name: "fieldDataTypes", Type: 'L', Signature: sigList}}}
+	classRow := &JavaClass{Name: "org.apache.flink.types.Row", SUID: 3, Flags: SCSerializable, Fields: []JavaField{
+		{Name: "kind", Type: 'L', Signature: "Lorg/apache/flink/types/RowKind;"},
+		{Name: "fieldByPosition", Type: '[', Signature: "[Ljava/lang/Object;"},
+		{Name: "positionByName", Type: 'L', Signature: "Ljava/util/LinkedHashMap;"},
+		{Name: "fieldByName", Type: 'L', Signature: "Ljava/util/Map;"},
+	}}
+	maxLen := int32(math.MaxInt32)
+	row := RowType{Nullable: false, Fields: []RowField{
+		{Name: "b", Type: BigIntType{false}},
+		{Name: "cnt", Type: BigIntType{true}},
+		{Name: "avg_a", Type: DoubleType{true}},
+		{Name: "min_c", Type: VarCharType{true, maxLen}},
+	}}
+	rowObj, err := row.JavaObject()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dts []any
+	for _, d := range []AtomicDataType{
+		{JavaLangLong, BigIntType{false}}, {JavaLangLong, BigIntType{true}},
+		{JavaLangDouble, DoubleType{true}}, {JavaLangString, VarCharType{true, maxLen}},
+	} {
+		o, err := d.JavaObject()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dts = append(dts, o)
+	}
+	list := &JavaObject{Class: classArrayList, Fields: map[string]any{"size": int32(len(dts))},
+		Annotations: map[string][]any{classArrayList.Name: append([]any{be32(int32(len(dts)))}, dts...)}}
+	top := &JavaObject{Class: classFieldsDataType, Fields: map[string]any{
+		"conversionClass": &JavaClassRef{Class: classRow}, "logicalType": rowObj, "fieldDataTypes": list,
+	}}
+	gen, err := EncodeJavaStream(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := sqlMetadata(t, "sql-rocksdb-canonical-groupagg-valuestate")
+	if os.Getenv("FLINKWRITE_DEBUG") != "" {
+		at := bytes.Index(file, gen[:40])
+		d := firstDiff(file[at:], gen)
+		t.Logf("diff at %d\n file %q\n gen  %q", d, file[at+d-40:at+d+60], gen[d-40:min(len(gen), d+60)])
+	}
+	requireStreamInFixture(t, file, gen)
+}
