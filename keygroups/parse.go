@@ -239,12 +239,8 @@ func SplitFields(s string) ([]Field, error) {
 	}
 }
 
-// ErrNullText is returned by ParseValue for the text "null"; callers decide
-// whether NULL is allowed.
-var ErrNullText = errors.New("keygroups: null")
-
-// ParseValue parses the text form of a value of type t into the Go value
-// RowBuilder accepts. Forms: integers in decimal; true/false; floats as Go
+// ParseValue parses the text form of a non-NULL value of type t into the Go
+// value RowBuilder accepts (NULL is the caller's business: see Field.IsNull). Forms: integers in decimal; true/false; floats as Go
 // parses them; strings verbatim; bytes as hex (optional 0x); DATE as
 // YYYY-MM-DD or days; TIME as HH:MM:SS[.fff] or millis of day; TIMESTAMP as
 // "YYYY-MM-DD HH:MM:SS[.f…]" (or with T) or epoch millis, TIMESTAMP_LTZ also

@@ -82,6 +82,19 @@ func RangeForSubtask(maxParallelism, parallelism, i int) Range {
 	return Range{Start: (i*m + p - 1) / p, End: ((i+1)*m - 1) / p}
 }
 
+// Ranges returns the key-group range of every subtask, index = subtask, or
+// nil when the arguments fail CheckParallelism.
+func Ranges(maxParallelism, parallelism int) []Range {
+	if CheckParallelism(maxParallelism, parallelism) != nil {
+		return nil
+	}
+	out := make([]Range, parallelism)
+	for i := range out {
+		out[i] = RangeForSubtask(maxParallelism, parallelism, i)
+	}
+	return out
+}
+
 // SubtaskForKeyGroup is the subtask index owning key group kg
 // (computeOperatorIndexForKeyGroup): kg*p/maxP. It returns -1 when the
 // arguments fail CheckParallelism or kg is not in [0, maxParallelism).

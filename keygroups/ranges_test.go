@@ -27,11 +27,21 @@ func parallelismCases() [][2]int {
 }
 
 func TestRangesPartitionKeyGroups(t *testing.T) {
+	if Ranges(4, 5) != nil {
+		t.Fatal("Ranges accepted p > maxP")
+	}
 	for _, c := range parallelismCases() {
 		m, p := c[0], c[1]
 		next := 0
+		all := Ranges(m, p)
+		if len(all) != p {
+			t.Fatalf("Ranges(%d, %d) has %d entries", m, p, len(all))
+		}
 		for i := range p {
 			r := RangeForSubtask(m, p, i)
+			if all[i] != r {
+				t.Fatalf("Ranges(%d, %d)[%d] = %v, want %v", m, p, i, all[i], r)
+			}
 			if r.IsEmpty() || r.Start != next {
 				t.Fatalf("maxP %d p %d subtask %d: range %v, want start %d", m, p, i, r, next)
 			}
