@@ -2,6 +2,7 @@ package command
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -13,6 +14,8 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/internal/testutil"
+	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 )
 
@@ -331,5 +334,40 @@ func TestCheckCleanFixturesCLI(t *testing.T) {
 	}
 	if code != ExitOK || json.Unmarshal([]byte(out), &v) != nil || !v.OK || len(v.Problems) != 0 || v.Stats.KeysVerified != 10 {
 		t.Fatalf("json check: exit %d: %s", code, out)
+	}
+}
+
+func TestInspectS3URL(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 gateway")
+	}
+	srv := testutil.StartVersitygw(t)
+	ctx := context.Background()
+	src := fixtureSavepoint(t, "sql-rocksdb-canonical-join-mapstate")
+	st, err := srv.NewStore(ctx, "", s3.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(src, "_metadata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Put(ctx, "sp/_metadata", bytes.NewReader(b), int64(len(b))); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	t.Setenv("AWS_REGION", srv.Region)
+	t.Setenv("SFSTATE_S3_ENDPOINT", srv.Endpoint)
+	url := "s3://" + srv.Bucket + "/sp"
+	out, errOut, code := run(t, "inspect", url)
+	if code != ExitOK || !strings.Contains(out, "left-records") || !strings.Contains(out, "7 entries") {
+		t.Fatalf("exit %d: %s%s", code, out, errOut)
+	}
+	if out, errOut, code := run(t, "check", url+"/_metadata"); code != ExitOK {
+		t.Fatalf("check: exit %d: %s%s", code, out, errOut)
+	}
+	if _, _, code := run(t, "inspect", "s3://"+srv.Bucket+"/missing"); code != ExitIO {
+		t.Fatalf("missing savepoint: exit %d", code)
 	}
 }
