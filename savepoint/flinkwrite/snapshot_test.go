@@ -5,6 +5,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 func mustTuple(t *testing.T, class string, fields ...Snapshot) Snapshot {
@@ -181,5 +183,39 @@ func TestRowDataDerivedSerializers(t *testing.T) {
 	}
 	if s.ClassName() != (RowDataSnapshot{}).ClassName() {
 		t.Errorf("row field serializer %s", s.ClassName())
+	}
+}
+
+// TestRowFieldTypesBuildFixtureRow builds the groupagg fixture's
+// accumulator row [2, 4, 2, "Hello"] from the header's logical types and
+// finds its serialized bytes in the fixture.
+func TestRowFieldTypesBuildFixtureRow(t *testing.T) {
+	types := []LogicalType{BigIntType{true}, BigIntType{true}, BigIntType{true}, VarCharType{true, 1<<31 - 1}}
+	fts, err := RowFieldTypes(types)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row, err := keygroups.BuildRow(fts, []any{int64(2), int64(4), int64(2), "Hello"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := AppendRowData(nil, row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(sqlMetadata(t, "sql-rocksdb-canonical-groupagg-valuestate"), v) {
+		t.Fatalf("row %x not in fixture", v)
+	}
+	all := []LogicalType{BooleanType{}, TinyIntType{}, SmallIntType{}, IntType{}, BigIntType{}, FloatType{}, DoubleType{},
+		CharType{Length: 1}, VarCharType{Length: 1}, BinaryType{Length: 1}, VarBinaryType{Length: 1}, DateType{},
+		TimeType{}, TimestampType{Precision: 6}, LocalZonedTimestampType{Precision: 3}, DecimalType{Precision: 20, Scale: 2}}
+	if _, err := RowFieldTypes(all); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := RowFieldTypes([]LogicalType{RowType{}}); !errors.Is(err, ErrValue) {
+		t.Fatalf("nested row: %v", err)
+	}
+	if _, err := AppendRowData(nil, make([]byte, 12)); !errors.Is(err, ErrValue) {
+		t.Fatalf("unaligned row: %v", err)
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"unicode/utf16"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // ErrValue marks a value or key that cannot be encoded.
@@ -225,4 +227,49 @@ func AppendTimerKey(b []byte, kg, prefixLen int, timestamp int64, key, namespace
 	b = binary.BigEndian.AppendUint64(b, uint64(timestamp)^(1<<63))
 	b = append(b, key...)
 	return append(b, namespace...), nil
+}
+
+// RowFieldTypes maps the logical types of a RowDataSnapshot to the field
+// types of keygroups.RowBuilder, so values are built with the same schema
+// the header declares. Nested rows, structured, RAW, ARRAY, MAP and
+// MULTISET fields have no builder support and return an error.
+func RowFieldTypes(types []LogicalType) ([]keygroups.FieldType, error) {
+	out := make([]keygroups.FieldType, len(types))
+	for i, t := range types {
+		var ft keygroups.FieldType
+		switch x := t.(type) {
+		case BooleanType:
+			ft = keygroups.TypeBoolean
+		case TinyIntType:
+			ft = keygroups.TypeTinyInt
+		case SmallIntType:
+			ft = keygroups.TypeSmallInt
+		case IntType:
+			ft = keygroups.TypeInt
+		case BigIntType:
+			ft = keygroups.TypeBigInt
+		case FloatType:
+			ft = keygroups.TypeFloat
+		case DoubleType:
+			ft = keygroups.TypeDouble
+		case CharType, VarCharType:
+			ft = keygroups.TypeString
+		case BinaryType, VarBinaryType:
+			ft = keygroups.TypeBytes
+		case DateType:
+			ft = keygroups.TypeDate
+		case TimeType:
+			ft = keygroups.TypeTime
+		case TimestampType:
+			ft = keygroups.TypeTimestamp(int(x.Precision))
+		case LocalZonedTimestampType:
+			ft = keygroups.TypeTimestampLTZ(int(x.Precision))
+		case DecimalType:
+			ft = keygroups.TypeDecimal(int(x.Precision), int(x.Scale))
+		default:
+			return nil, fmt.Errorf("%w: row field %d: no row builder type for %T", ErrValue, i, t)
+		}
+		out[i] = ft
+	}
+	return out, nil
 }
