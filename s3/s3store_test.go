@@ -6,6 +6,9 @@ import (
 	"io"
 	"testing"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/sfstate/sfstate/internal/testutil"
 	"github.com/sfstate/sfstate/s3"
 )
@@ -75,5 +78,20 @@ func TestS3MultipartPutIfAbsent(t *testing.T) {
 	}
 	if ups, err := st.PendingUploads(ctx); err != nil || len(ups) != 0 {
 		t.Fatalf("pending uploads after a refused complete: %v, %v", ups, err)
+	}
+}
+
+// The store sends x-amz-checksum-crc32c with every upload; the server must
+// refuse a body that does not match it (here: a deliberately wrong value).
+func TestS3ServerVerifiesUploadChecksum(t *testing.T) {
+	srv := testutil.StartVersitygw(t)
+	ctx := context.Background()
+	_, err := srv.Store.Client().PutObject(ctx, &awss3.PutObjectInput{Bucket: aws.String(srv.Bucket), Key: aws.String("bad-crc"),
+		Body: bytes.NewReader([]byte("payload")), ChecksumCRC32C: aws.String("AAAAAA==")})
+	if err == nil {
+		t.Fatal("server accepted a body with a wrong CRC-32C")
+	}
+	if _, err := srv.Store.Stat(ctx, "bad-crc"); !s3.IsNotExist(err) {
+		t.Fatalf("object stored despite checksum mismatch: %v", err)
 	}
 }
