@@ -1,9 +1,11 @@
 package command
 
 import (
+	"bufio"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -27,8 +29,10 @@ These subcommands reproduce that math exactly (see package keygroups).`,
 			{
 				Name:      "assign",
 				Usage:     "print the key group and owning subtask of keys",
-				ArgsUsage: "KEY...",
+				ArgsUsage: "KEY... | -",
 				Description: `Each KEY is parsed as --key-type and hashed exactly as Flink hashes it.
+A single - reads the keys from standard input instead, one per line (empty
+lines are skipped).
 
 KEY TYPES (DataStream keys, hashed with Java hashCode()):
    int, bigint (alias long), smallint (short), tinyint (byte), boolean,
@@ -68,6 +72,15 @@ rows as i32 length + BinaryRowData).`,
 					&cli.BoolFlag{Name: "bytes", Usage: "also print the serialized key with its key-group prefix (hex)"},
 				},
 				Action: runKeygroupsAssign,
+			},
+			{
+				Name:  "ranges",
+				Usage: "print the key-group range of every subtask",
+				Flags: []cli.Flag{
+					&cli.IntFlag{Name: "max-parallelism", Aliases: []string{"m"}, Usage: "operator max parallelism; 0 = Flink's default for --parallelism"},
+					&cli.IntFlag{Name: "parallelism", Aliases: []string{"p"}, Required: true, Usage: "operator parallelism"},
+				},
+				Action: runKeygroupsRanges,
 			},
 			{
 				Name:  "plan",
@@ -280,15 +293,21 @@ func runKeygroupsAssign(c *cli.Context) error {
 		return Fail(ExitUsage, err)
 	}
 	if c.NArg() == 0 {
-		return Failf(ExitUsage, "keygroups assign: no keys given (usage: sfstate keygroups assign [flags] KEY...)")
+		return Failf(ExitUsage, "keygroups assign: no keys given (usage: sfstate keygroups assign [flags] KEY... | -)")
 	}
 	parse, err := parseKeyType(c.String("key-type"))
 	if err != nil {
 		return Fail(ExitUsage, fmt.Errorf("--key-type: %w", err))
 	}
+	keys := c.Args().Slice()
+	if len(keys) == 1 && keys[0] == "-" {
+		if keys, err = readKeyLines(c.App.Reader); err != nil {
+			return err
+		}
+	}
 	rep := assignReport{MaxParallelism: m, Parallelism: p, KeyType: c.String("key-type")}
 	width := keygroups.PrefixWidth(m)
-	for _, arg := range c.Args().Slice() {
+	for _, arg := range keys {
 		k, ser, err := parse(arg)
 		if err != nil {
 			return Fail(ExitUsage, fmt.Errorf("key %q: %w", arg, err))
@@ -321,6 +340,73 @@ func runKeygroupsAssign(c *cli.Context) error {
 			line += "\t" + k.KeyBytes
 		}
 		fmt.Fprintln(tw, line)
+	}
+	return tw.Flush()
+}
+
+// maxKeyLine bounds one line of keys read from standard input.
+const maxKeyLine = 1 << 20
+
+// readKeyLines reads one key per line, skipping empty lines and a trailing
+// CR.
+func readKeyLines(r io.Reader) ([]string, error) {
+	if r == nil {
+		return nil, Failf(ExitUsage, "keygroups assign: no standard input")
+	}
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), maxKeyLine)
+	var keys []string
+	line := 0
+	for sc.Scan() {
+		line++
+		k := strings.TrimSuffix(sc.Text(), "\r")
+		if k != "" {
+			keys = append(keys, k)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			return nil, Failf(ExitUsage, "keygroups assign: standard input line %d longer than %d bytes", line+1, maxKeyLine)
+		}
+		return nil, Fail(ExitIO, fmt.Errorf("keygroups assign: reading standard input: %w", err))
+	}
+	if len(keys) == 0 {
+		return nil, Failf(ExitUsage, "keygroups assign: no keys on standard input")
+	}
+	return keys, nil
+}
+
+func runKeygroupsRanges(c *cli.Context) error {
+	g := GlobalsFrom(c)
+	if c.NArg() > 0 {
+		return Failf(ExitUsage, "keygroups ranges takes no arguments, got %q", c.Args().First())
+	}
+	p, m := c.Int("parallelism"), c.Int("max-parallelism")
+	if m == 0 {
+		if m = keygroups.DefaultMaxParallelism(p); m < 0 {
+			return Failf(ExitUsage, "--parallelism %d not in [1, %d]", p, keygroups.MaxParallelismLimit)
+		}
+	}
+	ranges := keygroups.Ranges(m, p)
+	if ranges == nil {
+		return Fail(ExitUsage, keygroups.CheckParallelism(m, p))
+	}
+	w := c.App.Writer
+	if g.JSON {
+		return kgWriteJSON(w, struct {
+			MaxParallelism int               `json:"maxParallelism"`
+			Parallelism    int               `json:"parallelism"`
+			PrefixBytes    int               `json:"prefixBytes"`
+			Subtasks       []keygroups.Range `json:"subtasks"`
+		}{m, p, keygroups.PrefixWidth(m), ranges})
+	}
+	if !g.Quiet {
+		fmt.Fprintf(w, "max parallelism %d, parallelism %d, key-group prefix %d byte(s)\n", m, p, keygroups.PrefixWidth(m))
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SUBTASK\tKEY GROUPS\tCOUNT")
+	for i, r := range ranges {
+		fmt.Fprintf(tw, "%d\t%s\t%d\n", i, r, r.Len())
 	}
 	return tw.Flush()
 }

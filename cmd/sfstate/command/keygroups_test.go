@@ -307,3 +307,71 @@ func TestBenchKeygroupsQuickJSON(t *testing.T) {
 		t.Errorf("negative --keys: exit %d", code)
 	}
 }
+
+func runKGStdin(t *testing.T, stdin string, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	app := NewApp(&out, &errOut)
+	app.Reader = strings.NewReader(stdin)
+	err := app.Run(append([]string{"sfstate"}, args...))
+	if err != nil {
+		errOut.WriteString(err.Error())
+	}
+	return out.String(), errOut.String(), ExitCode(err)
+}
+
+func TestKeygroupsAssignStdin(t *testing.T) {
+	out, errOut, code := runKGStdin(t, "pen\r\n\napple\nb\n", "keygroups", "assign", "-t", "row<string>", "-")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := [][]string{{"pen", "-135104997", "3", "0"}, {"apple", "660430696", "32", "0"}, {"b", "377813733", "11", "0"}}
+	if got := tableRows(t, out); !equalRows(got, want) {
+		t.Fatalf("got %v\n%s", got, out)
+	}
+	if _, _, code := runKGStdin(t, "\n\n", "keygroups", "assign", "-"); code != ExitUsage {
+		t.Errorf("empty stdin: exit %d", code)
+	}
+	if _, _, code := runKGStdin(t, strings.Repeat("x", maxKeyLine+10), "keygroups", "assign", "-t", "string", "-"); code != ExitUsage {
+		t.Errorf("overlong line: exit %d", code)
+	}
+	if _, _, code := runKGStdin(t, "1\nnope\n", "keygroups", "assign", "-t", "int", "-"); code != ExitUsage {
+		t.Errorf("bad key on stdin: exit %d", code)
+	}
+}
+
+func TestKeygroupsRanges(t *testing.T) {
+	out, errOut, code := runKG(t, "keygroups", "ranges", "-m", "128", "-p", "4")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	want := [][]string{{"0", "[0..31]", "32"}, {"1", "[32..63]", "32"}, {"2", "[64..95]", "32"}, {"3", "[96..127]", "32"}}
+	if got := tableRows(t, out); !equalRows(got, want) {
+		t.Fatalf("got %v\n%s", got, out)
+	}
+	out, _, code = runKG(t, "--json", "keygroups", "ranges", "-p", "86")
+	if code != ExitOK {
+		t.Fatalf("exit %d", code)
+	}
+	var rep struct {
+		MaxParallelism int
+		PrefixBytes    int
+		Subtasks       []keygroups.Range
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	// Flink's default for parallelism 86 is 256 → 2-byte prefix.
+	if rep.MaxParallelism != 256 || rep.PrefixBytes != 2 || len(rep.Subtasks) != 86 || rep.Subtasks[85].End != 255 {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, args := range [][]string{
+		{"keygroups", "ranges", "-m", "128"},
+		{"keygroups", "ranges", "-m", "4", "-p", "5"},
+		{"keygroups", "ranges", "-p", "2", "extra"},
+	} {
+		if _, _, code := runKG(t, args...); code != ExitUsage {
+			t.Errorf("%v: exit %d", args, code)
+		}
+	}
+}
