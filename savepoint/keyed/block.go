@@ -85,6 +85,7 @@ type BlockReader struct {
 	keyBuf []byte
 	valBuf []byte
 	entry  Entry
+	decs   [2]binfmt.Decbuf
 
 	// per-call state
 	name     string
@@ -179,29 +180,53 @@ func (r *BlockReader) ioErr(pos int64, err error) error {
 }
 
 func (r *BlockReader) u16() (uint16, error) {
-	var b [2]byte
 	rd := r.br
 	if r.compress {
 		rd = r.sbr
 	}
-	if _, err := io.ReadFull(rd, b[:]); err != nil {
+	b, err := rd.Peek(2)
+	if err != nil {
 		return 0, r.ioErr(r.pos, err)
 	}
+	v := binary.BigEndian.Uint16(b)
+	rd.Discard(2)
 	r.pos += 2
-	return binary.BigEndian.Uint16(b[:]), nil
+	return v, nil
 }
 
 func (r *BlockReader) i32() (int, error) {
-	var b [4]byte
 	rd := r.br
 	if r.compress {
 		rd = r.sbr
 	}
-	if _, err := io.ReadFull(rd, b[:]); err != nil {
+	b, err := rd.Peek(4)
+	if err != nil {
 		return 0, r.ioErr(r.pos, err)
 	}
+	v := int(int32(binary.BigEndian.Uint32(b)))
+	rd.Discard(4)
 	r.pos += 4
-	return int(int32(binary.BigEndian.Uint32(b[:]))), nil
+	return v, nil
+}
+
+// dec returns the reader's reusable decoder positioned over b.
+func (r *BlockReader) dec(which int, b []byte, base int64) *binfmt.Decbuf {
+	d := &r.decs[which]
+	*d = binfmt.Decbuf{B: b, Base: base}
+	return d
+}
+
+// decodeExact decodes b as exactly one value of dec.
+func (r *BlockReader) decodeExact(dec serde.Decoder, b []byte, base int64) (serde.Value, error) {
+	d := r.dec(1, b, base)
+	v := dec.Decode(d)
+	if d.Err() != nil {
+		return nil, d.Err()
+	}
+	if d.Len() != 0 {
+		return nil, &binfmt.OffsetError{Offset: d.Offset(), Err: fmt.Errorf("%w: %d bytes left after the %s value", binfmt.ErrCorrupt, d.Len(), dec.Snapshot().Name())}
+	}
+	return v, nil
 }
 
 // Read decodes one key-group block; see ReadKeyGroup.
@@ -298,7 +323,7 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 // are the block positions of the key and value bytes.
 func (r *BlockReader) interpret(h *Header, st *StateMeta, e *Entry, prefix int, keyPos, valPos int64, mode Mode) error {
 	decode := mode == ModeDecode
-	d := binfmt.New(e.KeyBytes, keyPos)
+	d := r.dec(0, e.KeyBytes, keyPos)
 	d.Skip(prefix)
 	if st.Type == PriorityQueue {
 		e.KeyPart = e.KeyBytes[prefix:]
@@ -308,7 +333,7 @@ func (r *BlockReader) interpret(h *Header, st *StateMeta, e *Entry, prefix int, 
 		if !decode || st.valDec == nil {
 			return nil
 		}
-		v, err := serde.DecodeAll(st.valDec, e.KeyPart, keyPos+int64(prefix))
+		v, err := r.decodeExact(st.valDec, e.KeyPart, keyPos+int64(prefix))
 		if err != nil {
 			return r.errFromDec(fmt.Sprintf("state %q timer", st.Name), err)
 		}
@@ -375,7 +400,7 @@ func (r *BlockReader) interpret(h *Header, st *StateMeta, e *Entry, prefix int, 
 			if !st.ukDec.Supported() {
 				e.UserKey = &serde.Raw{Serializer: snapClass(st.UserKey), Bytes: append([]byte(nil), rest...)}
 			} else {
-				v, err := serde.DecodeAll(st.ukDec, rest, d.Offset())
+				v, err := r.decodeExact(st.ukDec, rest, d.Offset())
 				if err != nil {
 					return r.errFromDec(fmt.Sprintf("state %q user key", st.Name), err)
 				}
@@ -425,7 +450,7 @@ func (r *BlockReader) decodeValue(st *StateMeta, e *Entry, valPos int64) error {
 			e.Value = rawOf(st.Value, val)
 			return nil
 		}
-		d := binfmt.New(val, valPos)
+		d := r.dec(1, val, valPos)
 		var out serde.List
 		for d.Len() > 0 {
 			if len(out) > 0 {
@@ -456,7 +481,7 @@ func (r *BlockReader) decodeValue(st *StateMeta, e *Entry, valPos int64) error {
 			e.Value = rawOf(st.UserValue, val[1:])
 			return nil
 		}
-		v, err := serde.DecodeAll(st.uvDec, val[1:], valPos+1)
+		v, err := r.decodeExact(st.uvDec, val[1:], valPos+1)
 		if err != nil {
 			return r.errFromDec(fmt.Sprintf("map state %q value", st.Name), err)
 		}
@@ -467,7 +492,7 @@ func (r *BlockReader) decodeValue(st *StateMeta, e *Entry, valPos int64) error {
 			e.Value = rawOf(st.Value, val)
 			return nil
 		}
-		v, err := serde.DecodeAll(st.valDec, val, valPos)
+		v, err := r.decodeExact(st.valDec, val, valPos)
 		if err != nil {
 			return r.errFromDec(fmt.Sprintf("state %q value", st.Name), err)
 		}

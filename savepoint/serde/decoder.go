@@ -72,6 +72,7 @@ type decoder struct {
 	scale  int
 	mask   bool
 	nwords int // BinaryRowData: null bit-set width in bytes
+	sup    bool
 }
 
 const (
@@ -81,7 +82,22 @@ const (
 
 // NewDecoder builds the data decoder for a snapshot. It never fails:
 // serializers without a data decoder get a raw decoder (Supported() false).
-func NewDecoder(s *Snapshot) Decoder { return build(s, 0) }
+func NewDecoder(s *Snapshot) Decoder {
+	d := build(s, 0)
+	d.markSupported()
+	return d
+}
+
+func (dc *decoder) markSupported() bool {
+	sup := dc.k != kRaw
+	for _, k := range dc.kids {
+		if !k.markSupported() {
+			sup = false
+		}
+	}
+	dc.sup = sup
+	return sup
+}
 
 func build(s *Snapshot, depth int) *decoder {
 	dc := &decoder{k: kRaw, snap: s, n: -1}
@@ -174,17 +190,7 @@ func nullBitsWidth(arity int) int { return ((arity + 63 + 8) / 64) * 8 }
 
 func (dc *decoder) Len() int            { return dc.n }
 func (dc *decoder) Snapshot() *Snapshot { return dc.snap }
-func (dc *decoder) Supported() bool {
-	if dc.k == kRaw {
-		return false
-	}
-	for _, k := range dc.kids {
-		if !k.Supported() {
-			return false
-		}
-	}
-	return true
-}
+func (dc *decoder) Supported() bool { return dc.sup }
 
 func (dc *decoder) class() string {
 	if dc.snap == nil {
@@ -479,7 +485,7 @@ func (dc *decoder) decodeRow(b []byte, base int64, depth int) (*Row, error) {
 	if b[0] > 3 {
 		return nil, &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: row kind byte 0x%02x", binfmt.ErrCorrupt, b[0])}
 	}
-	r := &Row{Kind: RowKind(b[0]), Fields: make([]Value, arity)}
+	r := newRow(RowKind(b[0]), arity)
 	for i := 0; i < arity; i++ {
 		bit := i + 8
 		if b[bit>>3]&(1<<(bit&7)) != 0 {
@@ -498,6 +504,23 @@ func (dc *decoder) decodeRow(b []byte, base int64, depth int) (*Row, error) {
 		r.Fields[i] = v
 	}
 	return r, nil
+}
+
+// rowWith4 lets small rows (the common case for keys) and their fields
+// share one allocation.
+type rowWith4 struct {
+	row    Row
+	fields [4]Value
+}
+
+func newRow(kind RowKind, arity int) *Row {
+	if arity <= 4 {
+		a := &rowWith4{}
+		a.row.Kind = kind
+		a.row.Fields = a.fields[:arity:arity]
+		return &a.row
+	}
+	return &Row{Kind: kind, Fields: make([]Value, arity)}
 }
 
 func (dc *decoder) varPart(b []byte, slot uint64, base int64, slotAt int) ([]byte, error) {

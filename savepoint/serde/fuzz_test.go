@@ -45,7 +45,7 @@ func FuzzBinaryRow(f *testing.F) {
 		{Root: "ARRAY", Element: &LogicalType{Root: "INTEGER"}},
 	}
 	dec := NewDecoder(&Snapshot{Class: ClassRowData, Types: types, Nested: make([]*Snapshot, len(types))})
-	r := newRow(len(types), Insert)
+	r := newRowBuilder(len(types), Insert)
 	r.long(0, 7)
 	r.bytes(1, []byte("a string longer than seven"))
 	seed := r.done()

@@ -139,7 +139,7 @@ type rowBuilder struct {
 	w           int
 }
 
-func newRow(arity int, kind RowKind) *rowBuilder {
+func newRowBuilder(arity int, kind RowKind) *rowBuilder {
 	w := nullBitsWidth(arity)
 	r := &rowBuilder{fixed: make([]byte, w+8*arity), w: w}
 	r.fixed[0] = byte(kind)
@@ -175,7 +175,7 @@ func TestBinaryRowAllTypes(t *testing.T) {
 		{Root: "TIMESTAMP_WITHOUT_TIME_ZONE", Precision: 3}, {Root: "TIMESTAMP_WITHOUT_TIME_ZONE", Precision: 9},
 		{Root: "DATE"}, {Root: "INTEGER"},
 	}
-	r := newRow(len(types), UpdateAfter)
+	r := newRowBuilder(len(types), UpdateAfter)
 	r.slot(0)[0] = 1
 	r.slot(1)[0] = 0xFE
 	binary.LittleEndian.PutUint16(r.slot(2), 0xFFFD)
