@@ -190,7 +190,7 @@ func nullBitsWidth(arity int) int { return ((arity + 63 + 8) / 64) * 8 }
 
 func (dc *decoder) Len() int            { return dc.n }
 func (dc *decoder) Snapshot() *Snapshot { return dc.snap }
-func (dc *decoder) Supported() bool { return dc.sup }
+func (dc *decoder) Supported() bool     { return dc.sup }
 
 func (dc *decoder) class() string {
 	if dc.snap == nil {
