@@ -11,6 +11,9 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
+	"github.com/sfstate/sfstate/savepoint/javaser"
+	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
 var canonicalFixtures = []string{
@@ -213,6 +216,65 @@ func TestHeaderTypes(t *testing.T) {
 			if !strings.HasPrefix(s.Value.String(), "ROW<STRUCTURED<") {
 				t.Errorf("accState type %s", s.Value.String())
 			}
+		}
+	}
+}
+
+// walkSnapshots visits s and every nested snapshot.
+func walkSnapshots(s *serde.Snapshot, fn func(*serde.Snapshot)) {
+	if s == nil {
+		return
+	}
+	fn(s)
+	for _, n := range s.Nested {
+		walkSnapshots(n, fn)
+	}
+}
+
+func TestSnapshotRawReparses(t *testing.T) {
+	fixtures.Require(t)
+	classes := map[string]bool{}
+	for _, fx := range canonicalFixtures {
+		_, hs := decodeFixture(t, fx)
+		for _, h := range hs {
+			var all []*serde.Snapshot
+			all = append(all, h.KeySerializer)
+			for _, st := range h.States {
+				for _, ns := range st.Serializers {
+					all = append(all, ns.Snapshot)
+				}
+			}
+			for _, s := range all {
+				walkSnapshots(s, func(s *serde.Snapshot) {
+					classes[s.Class] = true
+					d := binfmt.New(s.Raw, 0)
+					again := serde.ReadVersioned(d)
+					if d.Err() != nil || d.Len() != 0 || again.Class != s.Class || again.String() != s.String() {
+						t.Errorf("%s: %s does not re-parse from Raw: %v", fx, s.Class, d.Err())
+					}
+					for _, js := range s.JavaStreams {
+						if !bytes.Contains(s.Raw, js.Raw) {
+							t.Errorf("%s: java stream not inside Raw", s.Class)
+						}
+					}
+					if s.Class == serde.ClassExternal {
+						o, _ := s.JavaStreams[0].First().(*javaser.Object)
+						if o.ClassName() != "org.apache.flink.table.types.AtomicDataType" {
+							t.Errorf("external data type class %s", o.ClassName())
+						}
+					}
+					for _, lt := range s.Types {
+						if lt.Java == nil || !bytes.Contains(s.Raw, lt.Java.Raw) || lt.Root == "" {
+							t.Errorf("%s: logical type %+v", s.Class, lt)
+						}
+					}
+				})
+			}
+		}
+	}
+	for _, c := range []string{serde.ClassRowData, serde.ClassExternal, serde.ClassTTL, serde.ClassTimer, serde.ClassTuple, serde.ClassTimestamp, serde.ClassRawValue} {
+		if !classes[c] {
+			t.Errorf("fixtures did not exercise %s", c)
 		}
 	}
 }
