@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/sfstate/sfstate/savepoint/serde"
@@ -285,6 +286,9 @@ func typeString(s *serde.Snapshot) string {
 // states).
 func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions) error {
 	o.SkipNative = true
+	if o.NowMillis == 0 {
+		o.NowMillis = time.Now().UnixMilli()
+	}
 	sum.TTLMillis, sum.NowMillis = o.TTLMillis, o.NowMillis
 	byOp := map[*OperatorState]*OperatorSummary{}
 	for i, op := range sp.Meta.Operators {
@@ -383,7 +387,7 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 				v := ts
 				s.TTLNewest = &v
 			}
-			s.ttlTimes = append(s.ttlTimes, ts)
+			s.addAge(sum.NowMillis - ts)
 			if o.TTLMillis > 0 && ts+o.TTLMillis <= o.NowMillis {
 				s.Expired++
 			}
@@ -403,10 +407,6 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 	sum.Scanned = true
 	return nil
 }
-
-// TTLTimes returns the TTL last-access timestamps seen for s during
-// ScanSummary (for histograms).
-func (s *StateSummary) TTLTimes() []int64 { return s.ttlTimes }
 
 // stripTTL removes the TTL<...> wrapper from a type string (TTL is
 // reported separately).

@@ -2,6 +2,7 @@ package savepoint
 
 import (
 	"fmt"
+	"math"
 	"sort"
 )
 
@@ -91,8 +92,40 @@ type StateSummary struct {
 	TTLOldest  *int64 `json:"ttlOldest,omitempty"`
 	TTLNewest  *int64 `json:"ttlNewest,omitempty"`
 	Expired    int64  `json:"expired,omitempty"`
+	// TTLAges is a histogram of entry ages (now - last access).
+	TTLAges []AgeBucket `json:"ttlAges,omitempty"`
+}
 
-	ttlTimes []int64
+// AgeBucket counts TTL entries whose age is below MaxAgeMillis (and not
+// below the previous bucket's bound). The last bucket is open-ended.
+type AgeBucket struct {
+	Label        string `json:"label"`
+	MaxAgeMillis int64  `json:"maxAgeMillis"`
+	Entries      int64  `json:"entries"`
+}
+
+// ageBounds are the TTL age histogram buckets.
+var ageBounds = []AgeBucket{
+	{Label: "future", MaxAgeMillis: 0},
+	{Label: "< 1 min", MaxAgeMillis: 60e3},
+	{Label: "< 1 h", MaxAgeMillis: 3600e3},
+	{Label: "< 1 day", MaxAgeMillis: 86400e3},
+	{Label: "< 7 days", MaxAgeMillis: 7 * 86400e3},
+	{Label: "< 30 days", MaxAgeMillis: 30 * 86400e3},
+	{Label: "< 1 year", MaxAgeMillis: 365 * 86400e3},
+	{Label: ">= 1 year", MaxAgeMillis: math.MaxInt64},
+}
+
+func (s *StateSummary) addAge(age int64) {
+	if s.TTLAges == nil {
+		s.TTLAges = append([]AgeBucket(nil), ageBounds...)
+	}
+	for i := range s.TTLAges {
+		if age < s.TTLAges[i].MaxAgeMillis {
+			s.TTLAges[i].Entries++
+			return
+		}
+	}
 }
 
 // KeyGroupDist is a distribution of entries over key groups.

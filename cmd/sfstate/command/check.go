@@ -55,6 +55,7 @@ func runCheck(c *cli.Context) error {
 		}
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
 		if err := enc.Encode(struct {
 			Source   string               `json:"source"`
 			OK       bool                 `json:"ok"`

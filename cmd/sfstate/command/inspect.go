@@ -142,6 +142,7 @@ func runInspect(c *cli.Context) error {
 	if g.JSON {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
+		enc.SetEscapeHTML(false)
 		return enc.Encode(sum)
 	}
 	renderSummary(out, sum, opts)

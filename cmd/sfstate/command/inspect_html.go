@@ -116,36 +116,25 @@ func reportCharts(s *savepoint.Summary) []chart {
 		out = append(out, chart{Title: "Entries per key group: " + shortID(op), Bars: kgs})
 	}
 	// TTL age histogram over all states.
-	var times []int64
+	var ages []savepoint.AgeBucket
 	for _, op := range s.Operators {
 		for _, st := range op.KeyedStates {
-			times = append(times, st.TTLTimes()...)
-		}
-	}
-	if len(times) > 0 {
-		now := s.NowMillis
-		if now == 0 {
-			for _, t := range times {
-				now = max(now, t)
-			}
-		}
-		edges := []struct {
-			label string
-			ms    int64
-		}{{"< 1 min", 60e3}, {"< 1 h", 3600e3}, {"< 1 day", 86400e3}, {"< 7 days", 7 * 86400e3}, {"< 30 days", 30 * 86400e3}, {">= 30 days", 1 << 62}}
-		counts := make([]int64, len(edges))
-		for _, t := range times {
-			age := now - t
-			for i, e := range edges {
-				if age < e.ms {
-					counts[i]++
-					break
+			if ages == nil && len(st.TTLAges) > 0 {
+				ages = make([]savepoint.AgeBucket, len(st.TTLAges))
+				copy(ages, st.TTLAges)
+				for i := range ages {
+					ages[i].Entries = 0
 				}
 			}
+			for i, b := range st.TTLAges {
+				ages[i].Entries += b.Entries
+			}
 		}
+	}
+	if ages != nil {
 		var bars []bar
-		for i, e := range edges {
-			bars = append(bars, bar{e.label, float64(counts[i]), fmt.Sprint(counts[i])})
+		for _, b := range ages {
+			bars = append(bars, bar{b.Label, float64(b.Entries), fmt.Sprint(b.Entries)})
 		}
 		out = append(out, chart{Title: "TTL age (time since last access)", Bars: bars})
 	}
