@@ -219,3 +219,32 @@ func TestRowFieldTypesBuildFixtureRow(t *testing.T) {
 		t.Fatalf("unaligned row: %v", err)
 	}
 }
+
+func TestLogicalTypeOfInvertsRowFieldTypes(t *testing.T) {
+	fts := []keygroups.FieldType{keygroups.TypeBoolean, keygroups.TypeTinyInt, keygroups.TypeSmallInt, keygroups.TypeInt,
+		keygroups.TypeBigInt, keygroups.TypeFloat, keygroups.TypeDouble, keygroups.TypeString, keygroups.TypeBytes,
+		keygroups.TypeDate, keygroups.TypeTime, keygroups.TypeTimestamp(6), keygroups.TypeTimestampLTZ(3), keygroups.TypeDecimal(12, 3)}
+	var lts []LogicalType
+	for _, ft := range fts {
+		lt, err := LogicalTypeOf(ft, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := EncodeLogicalType(lt); err != nil {
+			t.Fatalf("%v: %v", ft, err)
+		}
+		lts = append(lts, lt)
+	}
+	back, err := RowFieldTypes(lts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range fts {
+		if back[i] != fts[i] {
+			t.Errorf("%v came back as %v", fts[i], back[i])
+		}
+	}
+	if _, err := LogicalTypeOf(keygroups.FieldType{}, true); !errors.Is(err, ErrValue) {
+		t.Errorf("invalid kind: %v", err)
+	}
+}

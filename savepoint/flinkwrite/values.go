@@ -273,3 +273,40 @@ func RowFieldTypes(types []LogicalType) ([]keygroups.FieldType, error) {
 	}
 	return out, nil
 }
+
+// LogicalTypeOf is the inverse of RowFieldTypes for one field: the logical
+// type Flink's planner uses for a keygroups row field (STRING for strings,
+// BYTES for binaries).
+func LogicalTypeOf(ft keygroups.FieldType, nullable bool) (LogicalType, error) {
+	switch ft.Kind {
+	case keygroups.KindBoolean:
+		return BooleanType{nullable}, nil
+	case keygroups.KindTinyInt:
+		return TinyIntType{nullable}, nil
+	case keygroups.KindSmallInt:
+		return SmallIntType{nullable}, nil
+	case keygroups.KindInt:
+		return IntType{nullable}, nil
+	case keygroups.KindBigInt:
+		return BigIntType{nullable}, nil
+	case keygroups.KindFloat:
+		return FloatType{nullable}, nil
+	case keygroups.KindDouble:
+		return DoubleType{nullable}, nil
+	case keygroups.KindString:
+		return VarCharType{nullable, math.MaxInt32}, nil
+	case keygroups.KindBytes:
+		return VarBinaryType{nullable, math.MaxInt32}, nil
+	case keygroups.KindDate:
+		return DateType{nullable}, nil
+	case keygroups.KindTime:
+		return TimeType{nullable, 0}, nil
+	case keygroups.KindTimestamp:
+		return TimestampType{nullable, int32(ft.Precision), TimestampRegular}, nil
+	case keygroups.KindTimestampLTZ:
+		return LocalZonedTimestampType{nullable, int32(ft.Precision), TimestampRegular}, nil
+	case keygroups.KindDecimal:
+		return DecimalType{nullable, int32(ft.Precision), int32(ft.Scale)}, nil
+	}
+	return nil, fmt.Errorf("%w: no logical type for row field kind %s", ErrValue, ft.Kind)
+}
