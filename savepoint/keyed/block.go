@@ -66,7 +66,8 @@ type Entry struct {
 	// queue states KeyPart holds the whole element.
 	KeyPart, NamespaceBytes, UserKeyBytes []byte
 
-	// Decoded parts (ModeDecode). For PRIORITY_QUEUE entries Value is the
+	// Decoded parts (ModeDecode); treat them as immutable, since entries
+	// with identical key bytes share one decoded Key. For PRIORITY_QUEUE entries Value is the
 	// *serde.Timer (or element) and Key/Namespace are copied from it.
 	Key, Namespace, UserKey, Value serde.Value
 	// TTLTimestamp is the last-access time of TTL-wrapped VALUE and MAP
@@ -86,6 +87,11 @@ type BlockReader struct {
 	valBuf []byte
 	entry  Entry
 	decs   [2]binfmt.Decbuf
+
+	lastKeyBytes []byte
+	lastKey      serde.Value
+	lastKeyOK    bool
+	lastHeader   *Header
 
 	// per-call state
 	name     string
@@ -232,6 +238,9 @@ func (r *BlockReader) decodeExact(dec serde.Decoder, b []byte, base int64) (serd
 // Read decodes one key-group block; see ReadKeyGroup.
 func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, keyGroup int, off int64, o ReadOptions, fn func(*Entry) error) error {
 	r.name, r.kg, r.off, r.pos, r.size, r.compress = name, keyGroup, off, 0, size, h.Compressed
+	if r.lastHeader != h {
+		r.lastKeyOK, r.lastHeader = false, h
+	}
 	if off <= 0 || off >= size {
 		return &Error{File: name, KeyGroup: keyGroup, Offset: off, BlockPos: -1, Err: fmt.Errorf("%w: key-group offset %d outside stream of %d bytes", binfmt.ErrCorrupt, off, size)}
 	}
@@ -354,15 +363,26 @@ func (r *BlockReader) interpret(h *Header, st *StateMeta, e *Entry, prefix int, 
 		return nil
 	}
 	start := d.Pos
-	if decode {
-		e.Key = kd.Decode(d)
-	} else {
-		kd.Skip(d)
-	}
+	kd.Skip(d)
 	if d.Err() != nil {
 		return r.errFromDec(fmt.Sprintf("state %q key", st.Name), d.Err())
 	}
 	e.KeyPart = e.KeyBytes[start:d.Pos]
+	if decode {
+		// Consecutive entries often share their key (map entries, several
+		// states of one key): reuse the decoded key then.
+		if r.lastKeyOK && bytes.Equal(e.KeyPart, r.lastKeyBytes) {
+			e.Key = r.lastKey
+		} else {
+			v, err := r.decodeExact(kd, e.KeyPart, keyPos+int64(start))
+			if err != nil {
+				return r.errFromDec(fmt.Sprintf("state %q key", st.Name), err)
+			}
+			e.Key = v
+			r.lastKey, r.lastKeyOK = v, true
+			r.lastKeyBytes = append(r.lastKeyBytes[:0], e.KeyPart...)
+		}
+	}
 	nd := st.nsDec
 	ambiguous := nd != nil && kd.Len() < 0 && nd.Len() < 0
 	if ambiguous {
