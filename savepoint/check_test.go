@@ -43,7 +43,7 @@ func copyFixture(t *testing.T, name string) string {
 	return dst
 }
 
-func openDir(t *testing.T, dir string) *Savepoint {
+func openDir(t testing.TB, dir string) *Savepoint {
 	t.Helper()
 	sp, err := Open(context.Background(), mustLocal(t, dir), MetadataName)
 	if err != nil {

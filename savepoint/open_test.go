@@ -220,7 +220,7 @@ func TestResolveAbsoluteFileURIInsideLocalSavepoint(t *testing.T) {
 	}
 }
 
-func mustLocal(t *testing.T, dir string) *s3.Local {
+func mustLocal(t testing.TB, dir string) *s3.Local {
 	st, err := s3.NewLocal(dir)
 	if err != nil {
 		t.Fatal(err)
