@@ -63,6 +63,9 @@
 // byte offset within the value and the field path. Decoding never panics.
 // Strings are not checked for valid UTF-8; they come back byte for byte.
 //
+// The encoding is canonical: varints must be minimal, bools 0 or 1 and
+// bitmap padding zero, so a value that decodes re-encodes to the same bytes.
+//
 // # Batches
 //
 // Codec.EncodeBatch turns a whole Arrow record into values in one pass,

@@ -42,6 +42,9 @@ func (r *reader) uvarint(field string, perByte int) (int, bool) {
 	if n < 0 {
 		return 0, r.failf(field, "varint overflows 64 bits")
 	}
+	if n > 1 && r.b[r.pos+n-1] == 0 {
+		return 0, r.failf(field, "non-minimal varint")
+	}
 	if left := len(r.b) - r.pos - n; v > uint64(left)*uint64(perByte) {
 		return 0, r.fail(field, fmt.Errorf("%w: length %d exceeds the %d bytes left", ErrCorrupt, v, left))
 	}
