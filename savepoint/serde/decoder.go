@@ -523,7 +523,7 @@ func newRow(kind RowKind, arity int) *Row {
 	return &Row{Kind: kind, Fields: make([]Value, arity)}
 }
 
-func (dc *decoder) varPart(b []byte, slot uint64, base int64, slotAt int) ([]byte, error) {
+func varPart(b []byte, slot uint64, base int64, slotAt int) ([]byte, error) {
 	off := slot >> 32
 	n := slot & 0xFFFFFFFF
 	if off > uint64(len(b)) || n > uint64(len(b))-off {
@@ -534,7 +534,7 @@ func (dc *decoder) varPart(b []byte, slot uint64, base int64, slotAt int) ([]byt
 
 // binaryField reads a STRING/BYTES-like field: inline when the slot's top
 // bit is set, else in the variable region.
-func (dc *decoder) binaryField(b []byte, slotAt int, slot uint64, base int64) ([]byte, error) {
+func binaryField(b []byte, slotAt int, slot uint64, base int64) ([]byte, error) {
 	if slot&(1<<63) != 0 {
 		n := int(b[slotAt+7] & 0x7F)
 		if n > 7 {
@@ -542,12 +542,42 @@ func (dc *decoder) binaryField(b []byte, slotAt int, slot uint64, base int64) ([
 		}
 		return b[slotAt : slotAt+n], nil
 	}
-	return dc.varPart(b, slot, base, slotAt)
+	return varPart(b, slot, base, slotAt)
 }
 
-func (dc *decoder) field(i int, b []byte, slotAt int, slot uint64, base int64, depth int) (Value, error) {
-	t := dc.types[i]
-	s := b[slotAt : slotAt+8]
+// fixedWidth is the element width of a type inside BinaryArrayData.
+func fixedWidth(t *LogicalType) int {
+	switch t.Root {
+	case "BOOLEAN", "TINYINT":
+		return 1
+	case "SMALLINT":
+		return 2
+	case "INTEGER", "FLOAT", "DATE", "TIME_WITHOUT_TIME_ZONE", "INTERVAL_YEAR_MONTH":
+		return 4
+	}
+	return 8
+}
+
+func (dc *decoder) field(i int, b []byte, slotAt int, _ uint64, base int64, depth int) (Value, error) {
+	var kid *decoder
+	if i < len(dc.kids) {
+		kid = dc.kids[i]
+	}
+	return valueAt(dc.types[i], kid, b, slotAt, base, depth)
+}
+
+// valueAt decodes the value of type t stored at b[at:] inside a binary row
+// or array whose bytes are b (variable-length parts are addressed relative
+// to b). The caller guarantees fixedWidth(t) bytes at at.
+func valueAt(t *LogicalType, kid *decoder, b []byte, at int, base int64, depth int) (Value, error) {
+	if t == nil {
+		return nil, &binfmt.OffsetError{Offset: base + int64(at), Err: fmt.Errorf("%w: field without a type", binfmt.ErrCorrupt)}
+	}
+	s := b[at:]
+	var slot uint64
+	if fixedWidth(t) == 8 {
+		slot = binary.LittleEndian.Uint64(s)
+	}
 	switch t.Root {
 	case "BOOLEAN":
 		return s[0] != 0, nil
@@ -564,13 +594,13 @@ func (dc *decoder) field(i int, b []byte, slotAt int, slot uint64, base int64, d
 	case "DOUBLE":
 		return math.Float64frombits(slot), nil
 	case "CHAR", "VARCHAR":
-		v, err := dc.binaryField(b, slotAt, slot, base)
+		v, err := binaryField(b, at, slot, base)
 		if err != nil {
 			return nil, err
 		}
 		return string(v), nil
 	case "BINARY", "VARBINARY":
-		v, err := dc.binaryField(b, slotAt, slot, base)
+		v, err := binaryField(b, at, slot, base)
 		if err != nil {
 			return nil, err
 		}
@@ -579,7 +609,7 @@ func (dc *decoder) field(i int, b []byte, slotAt int, slot uint64, base int64, d
 		if t.Precision <= 18 {
 			return Decimal{Unscaled: big.NewInt(int64(slot)), Scale: t.Scale}, nil
 		}
-		v, err := dc.varPart(b, slot, base, slotAt)
+		v, err := varPart(b, slot, base, at)
 		if err != nil {
 			return nil, err
 		}
@@ -590,39 +620,119 @@ func (dc *decoder) field(i int, b []byte, slotAt int, slot uint64, base int64, d
 		}
 		off := slot >> 32
 		if off > uint64(len(b)) || uint64(len(b))-off < 8 {
-			return nil, &binfmt.OffsetError{Offset: base + int64(slotAt), Err: fmt.Errorf("%w: timestamp offset %d outside row", binfmt.ErrCorrupt, off)}
+			return nil, &binfmt.OffsetError{Offset: base + int64(at), Err: fmt.Errorf("%w: timestamp offset %d outside row", binfmt.ErrCorrupt, off)}
 		}
 		return Timestamp{Millis: int64(binary.LittleEndian.Uint64(b[off:])), NanoOfMill: int32(uint32(slot)), Precision: t.Precision}, nil
 	case "ROW", "STRUCTURED_TYPE":
-		v, err := dc.varPart(b, slot, base, slotAt)
+		v, err := varPart(b, slot, base, at)
 		if err != nil {
 			return nil, err
 		}
-		if i < len(dc.kids) && dc.kids[i].k == kRowData {
-			return dc.kids[i].decodeRow(v, base+int64(slot>>32), depth+1)
+		nb := base + int64(slot>>32)
+		if kid != nil && kid.k == kRowData {
+			return kid.decodeRow(v, nb, depth+1)
 		}
-		if t.Root == "ROW" && len(t.Fields) > 0 {
+		if len(t.Fields) > 0 {
 			sub := &decoder{k: kRowData, types: make([]*LogicalType, len(t.Fields))}
 			for j, f := range t.Fields {
 				sub.types[j] = f.Type
 			}
-			return sub.decodeRow(v, base+int64(slot>>32), depth+1)
+			return sub.decodeRow(v, nb, depth+1)
 		}
 		return &Raw{Serializer: t.String(), Bytes: append([]byte(nil), v...)}, nil
+	case "ARRAY":
+		v, err := varPart(b, slot, base, at)
+		if err != nil {
+			return nil, err
+		}
+		return decodeArray(t.Element, v, base+int64(slot>>32), depth+1)
+	case "MAP", "MULTISET":
+		v, err := varPart(b, slot, base, at)
+		if err != nil {
+			return nil, err
+		}
+		kt, vt := t.Key, t.Value
+		if t.Root == "MULTISET" {
+			kt, vt = t.Element, &LogicalType{Root: "INTEGER"}
+		}
+		return decodeMap(kt, vt, v, base+int64(slot>>32), depth+1)
 	case "NULL":
 		return nil, nil
 	default:
-		// ARRAY, MAP, MULTISET, RAW and anything newer: keep the bytes.
-		v, err := dc.varPart(b, slot, base, slotAt)
+		// RAW and anything newer: keep the bytes.
+		v, err := varPart(b, slot, base, at)
 		if err != nil {
 			return nil, err
 		}
 		name := t.String()
-		if i < len(dc.kids) && dc.kids[i].snap != nil {
-			name = dc.kids[i].snap.Class
+		if kid != nil && kid.snap != nil {
+			name = kid.snap.Class
 		}
 		return &Raw{Serializer: name, Bytes: append([]byte(nil), v...)}, nil
 	}
+}
+
+// decodeArray decodes BinaryArrayData: i32 (native LE) element count, null
+// bits padded to 4-byte words, fixed-width elements, variable part.
+func decodeArray(et *LogicalType, b []byte, base int64, depth int) (List, error) {
+	bad := func(format string, args ...any) error {
+		return &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: array: %s", binfmt.ErrCorrupt, fmt.Sprintf(format, args...))}
+	}
+	if depth > maxSnapshotDepth {
+		return nil, bad("nested deeper than %d", maxSnapshotDepth)
+	}
+	if et == nil {
+		return nil, bad("no element type")
+	}
+	if len(b) < 4 {
+		return nil, bad("%d bytes", len(b))
+	}
+	n := int64(int32(binary.LittleEndian.Uint32(b)))
+	w := int64(fixedWidth(et))
+	hdr := 4 + (n+31)/32*4
+	if n < 0 || hdr+n*w > int64(len(b)) {
+		return nil, bad("%d elements do not fit in %d bytes", n, len(b))
+	}
+	out := make(List, n)
+	for i := int64(0); i < n; i++ {
+		if b[4+i/8]&(1<<(i%8)) != 0 {
+			continue
+		}
+		v, err := valueAt(et, nil, b, int(hdr+i*w), base, depth)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+// decodeMap decodes BinaryMapData: i32 (native LE) key-array size, key
+// array, value array.
+func decodeMap(kt, vt *LogicalType, b []byte, base int64, depth int) (Map, error) {
+	if len(b) < 4 {
+		return nil, &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: map of %d bytes", binfmt.ErrCorrupt, len(b))}
+	}
+	ks := int64(int32(binary.LittleEndian.Uint32(b)))
+	if ks < 0 || 4+ks > int64(len(b)) {
+		return nil, &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: map key array size %d in %d bytes", binfmt.ErrCorrupt, ks, len(b))}
+	}
+	keys, err := decodeArray(kt, b[4:4+ks], base+4, depth)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := decodeArray(vt, b[4+ks:], base+4+ks, depth)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) != len(vals) {
+		return nil, &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: map with %d keys and %d values", binfmt.ErrCorrupt, len(keys), len(vals))}
+	}
+	out := make(Map, len(keys))
+	for i := range keys {
+		out[i] = MapEntry{Key: keys[i], Value: vals[i]}
+	}
+	return out, nil
 }
 
 // DecodeAll decodes b as exactly one value: leftover bytes are an error.

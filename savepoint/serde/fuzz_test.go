@@ -41,7 +41,7 @@ func FuzzSnapshot(f *testing.F) {
 func FuzzBinaryRow(f *testing.F) {
 	types := []*LogicalType{
 		{Root: "BIGINT"}, {Root: "VARCHAR", Length: 1<<31 - 1}, {Root: "DECIMAL", Precision: 30, Scale: 2},
-		{Root: "TIMESTAMP_WITHOUT_TIME_ZONE", Precision: 9}, {Root: "ROW", Fields: []RowField{{Name: "x", Type: &LogicalType{Root: "INTEGER"}}}},
+		{Root: "TIMESTAMP_WITHOUT_TIME_ZONE", Precision: 9}, {Root: "ROW", Fields: []RowField{{Name: "x", Type: &LogicalType{Root: "INTEGER"}}}}, {Root: "MAP", Key: &LogicalType{Root: "VARCHAR"}, Value: &LogicalType{Root: "ARRAY", Element: &LogicalType{Root: "SMALLINT"}}},
 		{Root: "ARRAY", Element: &LogicalType{Root: "INTEGER"}},
 	}
 	dec := NewDecoder(&Snapshot{Class: ClassRowData, Types: types, Nested: make([]*Snapshot, len(types))})

@@ -247,3 +247,53 @@ func TestRawDecoderNeverFails(t *testing.T) {
 		t.Fatal(got)
 	}
 }
+
+func TestBinaryRowArraysAndMaps(t *testing.T) {
+	le32 := func(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+	le64 := func(v uint64) []byte { return binary.LittleEndian.AppendUint64(nil, v) }
+	// ARRAY<INT> [1, NULL, 3]
+	intArr := append(le32(3), 0x02, 0, 0, 0)
+	intArr = append(intArr, le32(1)...)
+	intArr = append(intArr, le32(0)...)
+	intArr = append(intArr, le32(3)...)
+	// ARRAY<STRING> ["a", "a longer string"]
+	strArr := append(le32(2), 0, 0, 0, 0)
+	strArr = append(strArr, 'a', 0, 0, 0, 0, 0, 0, 0x81)
+	strArr = append(strArr, le64(24<<32|15)...)
+	strArr = append(strArr, "a longer string\x00"...)
+	// MAP<STRING, BIGINT> {"k": 5}
+	keys := append(le32(1), 0, 0, 0, 0)
+	keys = append(keys, 'k', 0, 0, 0, 0, 0, 0, 0x81)
+	vals := append(le32(1), 0, 0, 0, 0)
+	vals = append(vals, le64(5)...)
+	m := append(le32(uint32(len(keys))), keys...)
+	m = append(m, vals...)
+
+	types := []*LogicalType{
+		{Root: "ARRAY", Element: &LogicalType{Root: "INTEGER"}},
+		{Root: "ARRAY", Element: &LogicalType{Root: "VARCHAR", Length: 1<<31 - 1}},
+		{Root: "MAP", Key: &LogicalType{Root: "VARCHAR", Length: 1<<31 - 1}, Value: &LogicalType{Root: "BIGINT"}},
+	}
+	r := newRowBuilder(len(types), Insert)
+	r.bytes(0, intArr)
+	r.bytes(1, strArr)
+	r.bytes(2, m)
+	row := r.done()
+	data := append(binary.BigEndian.AppendUint32(nil, uint32(len(row))), row...)
+	dec := NewDecoder(&Snapshot{Class: ClassRowData, Types: types, Nested: make([]*Snapshot, len(types))})
+	v, err := DecodeAll(dec, data, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `["+I",[[1,null,3],["a","a longer string"],[{"key":"k","value":5}]]]`
+	if got := jsonOf(t, v); got != want {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+	// An element count that does not fit is corruption.
+	bad := append([]byte{}, data...)
+	i := bytes.Index(bad, intArr)
+	bad[i] = 0xFF
+	if _, err := DecodeAll(dec, bad, 0); err == nil || !strings.Contains(err.Error(), "array") {
+		t.Fatalf("bad array: %v", err)
+	}
+}
