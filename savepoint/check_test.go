@@ -167,6 +167,11 @@ func TestCheckDetectsMutations(t *testing.T) {
 			h.Delegate.Tag, h.Delegate.Path = TagFile, "file:/etc/passwd"
 			rewriteMetadata(t, dir, sp)
 		}, ProblemPath},
+		{"corrupt operator state element", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			// The first list element (a Java String) gets a bogus length.
+			oh := sp.FindOperator("CheckpointingSource1").Subtask(0).ManagedOperator
+			patchFile(t, filepath.Join(dir, oh.Delegate.Path), oh.States[0].Offsets[0], 0x7f, 0x7f)
+		}, ProblemOpState},
 		{"operator state offset outside", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
 			oh := sp.FindOperator("CheckpointingSource1").Subtask(0).ManagedOperator
 			oh.States[0].Offsets[1] = 1 << 40

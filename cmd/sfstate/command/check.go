@@ -73,8 +73,8 @@ func runCheck(c *cli.Context) error {
 			if len(probs) > 0 {
 				status = fmt.Sprintf("%d problems", len(probs))
 			}
-			fmt.Fprintf(w, "%s: %s (%d files, %d key groups, %d entries, %d keys verified, %d not verifiable, %d native handles not decoded)\n",
-				sp.Name(), status, stats.Files, stats.KeyGroups, stats.Entries, stats.KeysVerified, stats.KeysUnverified, stats.NativeHandles)
+			fmt.Fprintf(w, "%s: %s (%d files, %d key groups, %d entries, %d keys verified, %d not verifiable, %d native handles not decoded, %d operator-state streams decoded, %d not decoded)\n",
+				sp.Name(), status, stats.Files, stats.KeyGroups, stats.Entries, stats.KeysVerified, stats.KeysUnverified, stats.NativeHandles, stats.OperatorStatesVerified, stats.OperatorStatesUnverified)
 		}
 	}
 	if len(probs) > 0 {
