@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -533,4 +534,42 @@ func (r *BlockReader) unwrapTTL(e *Entry, v serde.Value) serde.Value {
 
 func rawOf(s *serde.Snapshot, b []byte) *serde.Raw {
 	return &serde.Raw{Serializer: snapClass(s), Bytes: bytes.Clone(b)}
+}
+
+// MarshalJSON renders the entry in the shape of the project's reference
+// decodings (one JSON object per entry):
+//
+//	{"kg": 93, "state": "accState", "type": "VALUE", "key": ..., "ns": ..., "value": ...}
+//	{"kg": 93, "state": "left-records", "type": "MAP", "key": ..., "ns": ..., "userKey": ..., "value": ...}
+//	{"kg": 11, "state": "_timer_state/event_window-timers", "timer": ["Timer", {...}]}
+//
+// Entries read without decoding (ModeRaw/ModeSplit) carry "keyBytes" and
+// "valueBytes" (base64) instead of the decoded parts.
+func (e *Entry) MarshalJSON() ([]byte, error) {
+	rec := map[string]any{"kg": e.KeyGroup}
+	if e.State != nil {
+		rec["state"] = e.State.Name
+	}
+	decoded := e.Key != nil || e.Value != nil || e.Namespace != nil
+	switch {
+	case !decoded:
+		rec["keyBytes"] = e.KeyBytes
+		rec["valueBytes"] = e.ValueBytes
+		if e.State != nil && e.State.Type != PriorityQueue {
+			rec["type"] = e.State.Kind
+		}
+	case e.State != nil && e.State.Type == PriorityQueue:
+		rec["timer"] = e.Value
+	default:
+		if e.State != nil {
+			rec["type"] = e.State.Kind
+			if e.State.Kind == "MAP" {
+				rec["userKey"] = e.UserKey
+			}
+		}
+		rec["key"] = e.Key
+		rec["ns"] = e.Namespace
+		rec["value"] = e.Value
+	}
+	return json.Marshal(rec)
 }

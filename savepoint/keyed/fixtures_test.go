@@ -64,22 +64,11 @@ func decodeFixture(t *testing.T, fixture string) ([]map[string]any, map[string]*
 				}
 				kg := k.start + i
 				err := ReadKeyGroup(bytes.NewReader(data), int64(len(data)), name, h, kg, off, op.maxParallelism, func(e *Entry) error {
-					rec := map[string]any{"kg": kg, "state": e.State.Name, "op": op.id, "subtask": st.index}
-					if e.State.Type == PriorityQueue {
-						rec["timer"] = e.Value
-					} else {
-						rec["type"] = e.State.Kind
-						rec["key"] = e.Key
-						rec["ns"] = e.Namespace
-						if e.State.Kind == "MAP" {
-							rec["userKey"] = e.UserKey
-						}
-						rec["value"] = e.Value
-					}
-					b, err := json.Marshal(rec)
+					b, err := json.Marshal(e)
 					if err != nil {
 						return err
 					}
+					b = append(b[:len(b)-1], []byte(fmt.Sprintf(`,"op":%q,"subtask":%d}`, op.id, st.index))...)
 					var generic map[string]any
 					if err := json.Unmarshal(b, &generic); err != nil {
 						return err

@@ -2,6 +2,7 @@ package keyed
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -283,4 +284,27 @@ func readBroadcast(b []byte, base int64, m *StateMeta, e *OperatorEntry, off int
 		return &binfmt.OffsetError{Offset: d.Offset(), Err: fmt.Errorf("%w: %d bytes after the broadcast map", binfmt.ErrCorrupt, d.Len())}
 	}
 	return nil
+}
+
+// MarshalJSON renders {"state", "mode", "index", "value"} (+ "key" for
+// broadcast entries); undecoded elements carry "bytes" (base64).
+func (e *OperatorEntry) MarshalJSON() ([]byte, error) {
+	rec := map[string]any{"mode": DistributionModeName(e.Mode), "index": e.Index}
+	if e.State != nil {
+		rec["state"] = e.State.Name
+	}
+	switch {
+	case e.Mode == ModeBroadcast && e.Key != nil:
+		rec["key"] = e.Key
+		rec["value"] = e.Value
+	case e.Value != nil:
+		rec["value"] = e.Value
+	default:
+		if e.Bytes != nil {
+			rec["bytes"] = e.Bytes
+		} else {
+			rec["keyBytes"], rec["valueBytes"] = e.KeyBytes, e.ValueBytes
+		}
+	}
+	return json.Marshal(rec)
 }

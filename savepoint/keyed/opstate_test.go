@@ -105,3 +105,16 @@ func TestOperatorStateV5(t *testing.T) {
 		t.Errorf("%d source-state elements, want 8 (2 sources × 4)", n)
 	}
 }
+
+func TestOperatorEntryJSON(t *testing.T) {
+	e := &OperatorEntry{State: &StateMeta{Name: "b"}, Mode: ModeBroadcast, Index: 2, Key: int64(1), Value: "x"}
+	b, err := json.Marshal(e)
+	if err != nil || string(b) != `{"index":2,"key":1,"mode":"BROADCAST","state":"b","value":"x"}` {
+		t.Fatalf("%s %v", b, err)
+	}
+	e = &OperatorEntry{State: &StateMeta{Name: "l"}, Mode: ModeUnion, Bytes: []byte{1}}
+	b, _ = json.Marshal(e)
+	if string(b) != `{"bytes":"AQ==","index":0,"mode":"UNION","state":"l"}` {
+		t.Fatalf("%s", b)
+	}
+}
