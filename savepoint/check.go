@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strings"
 
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
@@ -220,7 +221,8 @@ func (c *checker) checkStream(op *OperatorState, st *SubtaskState, h *StreamHand
 		if !errors.Is(err, ErrPath) {
 			kind = ProblemStructure
 		}
-		return loc, -1, c.add(Problem{Kind: kind, File: c.sp.Name(), Offset: -1, Operator: opID, Subtask: st.Index, KeyGroup: -1, Message: err.Error()})
+		msg := strings.Replace(err.Error(), c.sp.Name()+": ", "", 1)
+		return loc, -1, c.add(Problem{Kind: kind, File: c.sp.Name(), Offset: -1, Operator: opID, Subtask: st.Index, KeyGroup: -1, Message: msg})
 	}
 	if loc.IsInline() {
 		return loc, int64(len(loc.Inline)), nil

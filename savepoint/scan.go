@@ -315,6 +315,11 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 			if h, ok := op.Subtask(subtask).ManagedKeyed.(*KeyGroupsHandle); ok {
 				opKGTotal[os] += len(h.Offsets)
 			}
+			if os.KeyedLayout == LayoutNativeHeap {
+				// Metadata alone could not tell (tag 12 without a savepoint
+				// format); the block probe found the canonical layout.
+				os.KeyedLayout, os.Note = LayoutCanonical, ""
+			}
 		} else if layout == LayoutNativeHeap && os.KeyedLayout != LayoutNativeHeap {
 			os.KeyedLayout = LayoutNativeHeap
 			os.Note = "keyed state uses the heap backend's native layout: entries are listed by size only and not decoded"

@@ -238,3 +238,40 @@ func decodeObj(t testing.TB, b []byte) map[string]any {
 	}
 	return m
 }
+
+// TestTag12WithoutFormatIsProbed rewrites a canonical savepoint's handles as
+// tag 12 in a V3 file (no format type, like a Flink 1.15 RocksDB full
+// checkpoint): the block probe must find the canonical layout and decode.
+func TestTag12WithoutFormatIsProbed(t *testing.T) {
+	dir := copyFixture(t, "flink1.20-hashmap-canonical-valuestate-timers")
+	sp := openDir(t, dir)
+	for _, op := range sp.Meta.Operators {
+		for _, st := range op.Subtasks {
+			if h, ok := st.ManagedKeyed.(*KeyGroupsHandle); ok {
+				h.Tag, h.StateHandleID = TagKeyGroupsV2, "some-handle-id"
+			}
+		}
+	}
+	sp.Meta.Version, sp.Meta.Trailer = 3, nil
+	rewriteMetadata(t, dir, sp)
+	sp = openDir(t, dir)
+	if sp.Props != nil {
+		t.Fatal("V3 has properties")
+	}
+	n := 0
+	if err := sp.WalkKeyed(context.Background(), ScanOptions{KeyGroupTo: -1}, func(*KeyedEntry) error { n++; return nil }); err != nil || n != 32 {
+		t.Fatalf("%d entries, %v", n, err)
+	}
+	sum := Summarize(sp)
+	if err := ScanSummary(context.Background(), sp, sum, ScanOptions{KeyGroupTo: -1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range sum.Operators {
+		if op.KeyedLayout != "" && op.KeyedLayout != LayoutCanonical {
+			t.Fatalf("operator %s layout %s", op.ID, op.KeyedLayout)
+		}
+	}
+	if probs, _ := Check(context.Background(), sp, CheckOptions{}); len(probs) != 0 {
+		t.Fatal(probs)
+	}
+}
