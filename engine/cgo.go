@@ -9,6 +9,7 @@ import "C"
 
 import (
 	"errors"
+	"time"
 	"unsafe"
 
 	"github.com/linxGnu/grocksdb"
@@ -51,3 +52,6 @@ func optionsUseSlot(o *grocksdb.Options, s *SlotMemory) (uses bool, arena, write
 	return C.sfs_options_uses_slot(n, s.native) == 1,
 		int64(C.sfs_options_arena_block_size(n)), int64(C.sfs_options_write_buffer_size(n))
 }
+
+// threadCPU is the CPU time the calling OS thread has used.
+func threadCPU() time.Duration { return time.Duration(C.sfs_thread_cpu_ns()) }

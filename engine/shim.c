@@ -143,3 +143,9 @@ void sfs_multiget_release(void* pins, size_t n) {
   }
   free(vals);
 }
+
+int64_t sfs_thread_cpu_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}

@@ -49,6 +49,9 @@ char* sfs_multiget(rocksdb_t* db, const rocksdb_readoptions_t* ro,
                    const char** vptrs, size_t* vlens, void** pins);
 void sfs_multiget_release(void* pins, size_t n);
 
+// CPU time consumed by the calling thread, in nanoseconds.
+int64_t sfs_thread_cpu_ns(void);
+
 // ---- slot memory (C++) -------------------------------------------------------
 
 typedef struct sfs_slot_memory_t sfs_slot_memory_t;

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"time"
 
@@ -36,8 +37,13 @@ type WorkloadResult struct {
 	PerRecordEPS float64 `json:"per_record_eps"`
 	BundleEPS    float64 `json:"bundle_eps"`
 	Speedup      float64 `json:"speedup"`
-	CommitP50Ms  float64 `json:"commit_p50_ms"`
-	CommitP99Ms  float64 `json:"commit_p99_ms"`
+	// CPU time of the task thread only (RocksDB's background flushes and
+	// compactions excluded): robust on a loaded machine.
+	PerRecordCPUEPS float64 `json:"per_record_cpu_eps"`
+	BundleCPUEPS    float64 `json:"bundle_cpu_eps"`
+	CPUSpeedup      float64 `json:"cpu_speedup"`
+	CommitP50Ms     float64 `json:"commit_p50_ms"`
+	CommitP99Ms     float64 `json:"commit_p99_ms"`
 }
 
 // MicroResult is one of Flink's state micro-benchmarks in ops/ms.
@@ -63,6 +69,7 @@ type MemoryResult struct {
 type StateBenchResult struct {
 	Workloads      []WorkloadResult `json:"workloads"`
 	GeomeanSpeedup float64          `json:"geomean_speedup"`
+	GeomeanCPU     float64          `json:"geomean_cpu_speedup"`
 	Micro          []MicroResult    `json:"micro"`
 	Memory         []MemoryResult   `json:"memory"`
 }
@@ -153,21 +160,13 @@ type workload struct {
 	states []StateDesc
 	// keys lists the state keys an event touches (for Begin).
 	keys func(l Layout, ev *nxEvent, emit func(st int, key []byte))
-	// apply runs the event's state accesses.
-	apply func(l Layout, ev *nxEvent, a stateAccess, buf []byte)
+	// apply runs the event's state accesses on the keys keys emitted.
+	apply func(ev *nxEvent, keys [][]byte, a stateAccess, buf []byte)
 }
 
 func i64key(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
 
 func kgOf(v int64, maxPar int) int { return keygroups.KeyGroupFor(keygroups.HashLong(v), maxPar) }
-
-func readI64s(p []byte, n int) []int64 {
-	out := make([]int64, n)
-	for i := 0; i < n && 8*i+8 <= len(p); i++ {
-		out[i] = int64(binary.BigEndian.Uint64(p[8*i:]))
-	}
-	return out
-}
 
 func putI64s(dst []byte, vs ...int64) []byte {
 	dst = dst[:0]
@@ -192,23 +191,20 @@ func nexmarkWorkloads() []workload {
 				emit(0, append(l.Key(nil, kgOf(ev.auction, mp(l)), i64key(ev.auction), nil), i64key(ev.price)...))
 				emit(1, l.Key(nil, kgOf(ev.category, mp(l)), i64key(ev.category), nil))
 			},
-			apply: func(l Layout, ev *nxEvent, a stateAccess, buf []byte) {
+			apply: func(ev *nxEvent, keys [][]byte, a stateAccess, buf []byte) {
 				if ev.kind != nxBid {
 					return
 				}
-				k := append(l.Key(nil, kgOf(ev.auction, mp(l)), i64key(ev.auction), nil), i64key(ev.price)...)
 				c := int64(0)
-				if p, ok := a.get(0, k); ok {
-					c = readI64s(p, 1)[0]
+				if p, ok := a.get(0, keys[0]); ok {
+					c = readI64(p, 0)
 				}
-				a.put(0, k, putI64s(buf, c+1))
-				ck := l.Key(nil, kgOf(ev.category, mp(l)), i64key(ev.category), nil)
+				a.put(0, keys[0], putI64s(buf, c+1))
 				sum, cnt := int64(0), int64(0)
-				if p, ok := a.get(1, ck); ok {
-					v := readI64s(p, 2)
-					sum, cnt = v[0], v[1]
+				if p, ok := a.get(1, keys[1]); ok {
+					sum, cnt = readI64(p, 0), readI64(p, 1)
 				}
-				a.put(1, ck, putI64s(buf, sum+ev.price, cnt+1))
+				a.put(1, keys[1], putI64s(buf, sum+ev.price, cnt+1))
 			},
 		},
 		{
@@ -220,20 +216,18 @@ func nexmarkWorkloads() []workload {
 					emit(0, l.Key(nil, kgOf(0, mp(l)), i64key(0), i64key(ev.time/10_000)))
 				}
 			},
-			apply: func(l Layout, ev *nxEvent, a stateAccess, buf []byte) {
+			apply: func(ev *nxEvent, keys [][]byte, a stateAccess, buf []byte) {
 				if ev.kind != nxBid {
 					return
 				}
-				k := l.Key(nil, kgOf(0, mp(l)), i64key(0), i64key(ev.time/10_000))
 				best, bidder := int64(-1), int64(0)
-				if p, ok := a.get(0, k); ok {
-					v := readI64s(p, 2)
-					best, bidder = v[0], v[1]
+				if p, ok := a.get(0, keys[0]); ok {
+					best, bidder = readI64(p, 0), readI64(p, 1)
 				}
 				if ev.price > best {
 					best, bidder = ev.price, ev.bidder
 				}
-				a.put(0, k, putI64s(buf, best, bidder))
+				a.put(0, keys[0], putI64s(buf, best, bidder))
 			},
 		},
 		{
@@ -245,16 +239,15 @@ func nexmarkWorkloads() []workload {
 					emit(0, l.Key(nil, kgOf(ev.auction, mp(l)), i64key(ev.auction), i64key(ev.time/86_400_000)))
 				}
 			},
-			apply: func(l Layout, ev *nxEvent, a stateAccess, buf []byte) {
+			apply: func(ev *nxEvent, keys [][]byte, a stateAccess, buf []byte) {
 				if ev.kind != nxBid {
 					return
 				}
-				k := l.Key(nil, kgOf(ev.auction, mp(l)), i64key(ev.auction), i64key(ev.time/86_400_000))
-				v := []int64{0, 0, math.MaxInt64, math.MinInt64}
-				if p, ok := a.get(0, k); ok {
-					v = readI64s(p, 4)
+				n, sum, lo, hi := int64(0), int64(0), int64(math.MaxInt64), int64(math.MinInt64)
+				if p, ok := a.get(0, keys[0]); ok {
+					n, sum, lo, hi = readI64(p, 0), readI64(p, 1), readI64(p, 2), readI64(p, 3)
 				}
-				a.put(0, k, putI64s(buf, v[0]+1, v[1]+ev.price, min(v[2], ev.price), max(v[3], ev.price)))
+				a.put(0, keys[0], putI64s(buf, n+1, sum+ev.price, min(lo, ev.price), max(hi, ev.price)))
 			},
 		},
 		{
@@ -266,15 +259,14 @@ func nexmarkWorkloads() []workload {
 					emit(0, l.Key(nil, kgOf(ev.bidder*31+ev.auction, mp(l)), append(i64key(ev.bidder), i64key(ev.auction)...), nil))
 				}
 			},
-			apply: func(l Layout, ev *nxEvent, a stateAccess, buf []byte) {
+			apply: func(ev *nxEvent, keys [][]byte, a stateAccess, buf []byte) {
 				if ev.kind != nxBid {
 					return
 				}
-				k := l.Key(nil, kgOf(ev.bidder*31+ev.auction, mp(l)), append(i64key(ev.bidder), i64key(ev.auction)...), nil)
-				if p, ok := a.get(0, k); ok && readI64s(p, 1)[0] > ev.time {
+				if p, ok := a.get(0, keys[0]); ok && readI64(p, 0) > ev.time {
 					return
 				}
-				a.put(0, k, putI64s(buf, ev.time, ev.price, ev.bidder, ev.auction))
+				a.put(0, keys[0], putI64s(buf, ev.time, ev.price, ev.bidder, ev.auction))
 			},
 		},
 		{
@@ -290,18 +282,25 @@ func nexmarkWorkloads() []workload {
 					emit(0, l.Key(nil, kgOf(ev.auction, mp(l)), i64key(ev.auction), nil))
 				}
 			},
-			apply: func(l Layout, ev *nxEvent, a stateAccess, buf []byte) {
+			apply: func(ev *nxEvent, keys [][]byte, a stateAccess, buf []byte) {
 				switch ev.kind {
 				case nxAuction:
-					a.put(0, l.Key(nil, kgOf(ev.id, mp(l)), i64key(ev.id), nil), putI64s(buf, ev.id, ev.category, ev.price, ev.time, 0, 0, 0, 0))
+					a.put(0, keys[0], putI64s(buf, ev.id, ev.category, ev.price, ev.time, 0, 0, 0, 0))
 				case nxBid:
-					if p, ok := a.get(0, l.Key(nil, kgOf(ev.auction, mp(l)), i64key(ev.auction), nil)); ok {
-						_ = readI64s(p, 2)
+					if p, ok := a.get(0, keys[0]); ok {
+						_ = readI64(p, 1)
 					}
 				}
 			},
 		},
 	}
+}
+
+func readI64(p []byte, i int) int64 {
+	if 8*i+8 > len(p) {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(p[8*i:]))
 }
 
 // ---- per-record path: grocksdb Get + Put per access ---------------------------
@@ -459,6 +458,9 @@ func (c StateBenchConfig) rocksOptions(slot *SlotMemory) RocksOptions {
 	return RocksOptions{Slot: slot}
 }
 
+// runWorkload runs both paths over the same events, interleaved bundle by
+// bundle (each path timed separately) so that machine load and background
+// compaction weigh on both alike.
 func runWorkload(cfg StateBenchConfig, w workload, dir string) (WorkloadResult, error) {
 	res := WorkloadResult{Name: w.name, Events: cfg.Events}
 	events := make([]nxEvent, cfg.Events)
@@ -466,81 +468,95 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string) (WorkloadResult, 
 	for i := range events {
 		events[i] = g.next()
 	}
-	// per record
-	{
-		slot, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
-		if err != nil {
-			return res, err
-		}
-		p, err := openPerRecord(filepath.Join(dir, w.name+"-per-record"), w.states, cfg.rocksOptions(slot))
-		if err != nil {
-			slot.Close()
-			return res, err
-		}
-		buf := make([]byte, 0, 128)
-		start := time.Now()
-		for i := range events {
-			w.apply(benchLayout, &events[i], p, buf)
-		}
-		el := time.Since(start)
-		p.close()
-		slot.Close()
-		if p.err != nil {
-			return res, p.err
-		}
-		res.PerRecordEPS = float64(len(events)) / el.Seconds()
+	slotP, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+	if err != nil {
+		return res, err
 	}
-	// bundled
-	{
-		slot, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
-		if err != nil {
-			return res, err
-		}
-		be, err := OpenRocksDB(filepath.Join(dir, w.name+"-bundle"), benchLayout, w.states, cfg.rocksOptions(slot))
-		if err != nil {
-			slot.Close()
-			return res, err
-		}
-		op := NewOperator(be, nil)
-		sts := op.States()
-		b := op.NewBundle()
-		acc := &bundleAccess{b: b, sts: sts}
-		buf := make([]byte, 0, 128)
-		var refs []KeyRef
-		var commits []time.Duration
-		start := time.Now()
-		for lo := 0; lo < len(events); lo += cfg.BundleSize {
-			hi := min(lo+cfg.BundleSize, len(events))
-			refs = refs[:0]
-			for i := lo; i < hi; i++ {
-				w.keys(benchLayout, &events[i], func(st int, k []byte) { refs = append(refs, KeyRef{sts[st], k}) })
-			}
-			if err := b.Begin(refs); err != nil {
-				acc.err = err
-				break
-			}
-			for i := lo; i < hi; i++ {
-				w.apply(benchLayout, &events[i], acc, buf)
-			}
-			t0 := time.Now()
-			if err := b.Commit(); err != nil {
-				acc.err = err
-				break
-			}
-			commits = append(commits, time.Since(t0))
-		}
-		el := time.Since(start)
-		b.Close()
-		be.Close()
-		slot.Close()
-		if acc.err != nil {
-			return res, acc.err
-		}
-		res.BundleEPS = float64(len(events)) / el.Seconds()
-		res.CommitP50Ms = percentile(commits, 0.50)
-		res.CommitP99Ms = percentile(commits, 0.99)
+	defer slotP.Close()
+	slotB, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+	if err != nil {
+		return res, err
 	}
+	defer slotB.Close()
+	p, err := openPerRecord(filepath.Join(dir, w.name+"-per-record"), w.states, cfg.rocksOptions(slotP))
+	if err != nil {
+		return res, err
+	}
+	defer p.close()
+	be, err := OpenRocksDB(filepath.Join(dir, w.name+"-bundle"), benchLayout, w.states, cfg.rocksOptions(slotB))
+	if err != nil {
+		return res, err
+	}
+	defer be.Close()
+	op := NewOperator(be, nil)
+	sts := op.States()
+	b := op.NewBundle()
+	defer b.Close()
+	acc := &bundleAccess{b: b, sts: sts}
+	buf := make([]byte, 0, 128)
+	var refs []KeyRef
+	var commits []time.Duration
+	var perRecord, bundled, perRecordCPU, bundledCPU time.Duration
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var evKeys [][]byte
+	var bundleStarts []int
+	emitFor := func(ev *nxEvent) [][]byte {
+		evKeys = evKeys[:0]
+		w.keys(benchLayout, ev, func(_ int, k []byte) { evKeys = append(evKeys, k) })
+		return evKeys
+	}
+	for lo := 0; lo < len(events); lo += cfg.BundleSize {
+		hi := min(lo+cfg.BundleSize, len(events))
+		c0, t0 := threadCPU(), time.Now()
+		for i := lo; i < hi; i++ {
+			w.apply(&events[i], emitFor(&events[i]), p, buf)
+		}
+		c1, t1 := threadCPU(), time.Now()
+		perRecord += t1.Sub(t0)
+		perRecordCPU += c1 - c0
+		// The bundled path keeps each event's keys from Begin to apply.
+		refs = refs[:0]
+		starts := bundleStarts[:0]
+		for i := lo; i < hi; i++ {
+			starts = append(starts, len(refs))
+			w.keys(benchLayout, &events[i], func(st int, k []byte) { refs = append(refs, KeyRef{sts[st], k}) })
+		}
+		starts = append(starts, len(refs))
+		bundleStarts = starts
+		if err := b.Begin(refs); err != nil {
+			return res, err
+		}
+		for i := lo; i < hi; i++ {
+			evKeys = evKeys[:0]
+			for _, r := range refs[starts[i-lo]:starts[i-lo+1]] {
+				evKeys = append(evKeys, r.Key)
+			}
+			w.apply(&events[i], evKeys, acc, buf)
+		}
+		t2 := time.Now()
+		if err := b.Commit(); err != nil {
+			return res, err
+		}
+		t3 := time.Now()
+		commits = append(commits, t3.Sub(t2))
+		bundled += t3.Sub(t1)
+		bundledCPU += threadCPU() - c1
+	}
+	if p.err != nil {
+		return res, p.err
+	}
+	if acc.err != nil {
+		return res, acc.err
+	}
+	res.PerRecordEPS = float64(len(events)) / perRecord.Seconds()
+	res.BundleEPS = float64(len(events)) / bundled.Seconds()
+	res.CommitP50Ms = percentile(commits, 0.50)
+	res.CommitP99Ms = percentile(commits, 0.99)
 	res.Speedup = res.BundleEPS / res.PerRecordEPS
+	res.PerRecordCPUEPS = float64(len(events)) / perRecordCPU.Seconds()
+	res.BundleCPUEPS = float64(len(events)) / bundledCPU.Seconds()
+	res.CPUSpeedup = res.BundleCPUEPS / res.PerRecordCPUEPS
 	return res, nil
 }
 
@@ -567,7 +583,7 @@ func RunStateBench(cfg StateBenchConfig) (*StateBenchResult, error) {
 		}
 	}
 	out := &StateBenchResult{}
-	logSum := 0.0
+	logSum, logCPU := 0.0, 0.0
 	for _, w := range nexmarkWorkloads() {
 		r, err := runWorkload(cfg, w, dir)
 		if err != nil {
@@ -575,9 +591,11 @@ func RunStateBench(cfg StateBenchConfig) (*StateBenchResult, error) {
 		}
 		out.Workloads = append(out.Workloads, r)
 		logSum += math.Log(r.Speedup)
+		logCPU += math.Log(r.CPUSpeedup)
 		note("workload " + w.name)
 	}
 	out.GeomeanSpeedup = math.Exp(logSum / float64(len(out.Workloads)))
+	out.GeomeanCPU = math.Exp(logCPU / float64(len(out.Workloads)))
 	micro, err := runMicro(cfg, dir, note)
 	if err != nil {
 		return nil, err

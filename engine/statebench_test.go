@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"os"
+	"strconv"
+	"testing"
+)
+
+func TestNexmarkGeneratorProportions(t *testing.T) {
+	g := newNxGen(1)
+	var persons, auctions, bids, hot int
+	for i := 0; i < 50_000; i++ {
+		ev := g.next()
+		switch ev.kind {
+		case nxPerson:
+			persons++
+		case nxAuction:
+			auctions++
+		case nxBid:
+			bids++
+			if (ev.auction-1000)%nxHotRatio == 0 {
+				hot++
+			}
+		}
+	}
+	if persons != 1000 || auctions != 3000 || bids != 46000 {
+		t.Fatalf("proportions %d/%d/%d", persons, auctions, bids)
+	}
+	if hot < bids*45/100 {
+		t.Fatalf("hot auction bids %d of %d", hot, bids)
+	}
+	// deterministic
+	a, b := newNxGen(9), newNxGen(9)
+	for i := 0; i < 1000; i++ {
+		if a.next() != b.next() {
+			t.Fatal("generator not deterministic")
+		}
+	}
+}
+
+// TestWorkloadsAgree runs every workload through both paths on a small
+// input and checks the resulting state is identical.
+func TestWorkloadsAgree(t *testing.T) {
+	cfg := StateBenchConfig{Events: 3000, BundleSize: 250, ManagedMemory: 32 << 20, Seed: 3}
+	for _, w := range nexmarkWorkloads() {
+		t.Run(w.name, func(t *testing.T) {
+			dir := t.TempDir()
+			slot, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer slot.Close()
+			g := newNxGen(cfg.Seed)
+			events := make([]nxEvent, cfg.Events)
+			for i := range events {
+				events[i] = g.next()
+			}
+			p, err := openPerRecord(dir+"/p", w.states, cfg.rocksOptions(slot))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range events {
+				var ks [][]byte
+				w.keys(benchLayout, &events[i], func(_ int, k []byte) { ks = append(ks, k) })
+				w.apply(&events[i], ks, p, nil)
+			}
+			be, err := OpenRocksDB(dir+"/b", benchLayout, w.states, cfg.rocksOptions(slot))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer be.Close()
+			op := NewOperator(be, nil)
+			b := op.NewBundle()
+			defer b.Close()
+			acc := &bundleAccess{b: b, sts: op.States()}
+			for lo := 0; lo < len(events); lo += cfg.BundleSize {
+				var refs []KeyRef
+				for i := lo; i < lo+cfg.BundleSize; i++ {
+					w.keys(benchLayout, &events[i], func(st int, k []byte) { refs = append(refs, KeyRef{op.States()[st], k}) })
+				}
+				_ = b.Begin(refs)
+				for i := lo; i < lo+cfg.BundleSize; i++ {
+					var ks [][]byte
+					w.keys(benchLayout, &events[i], func(_ int, k []byte) { ks = append(ks, k) })
+					w.apply(&events[i], ks, acc, nil)
+				}
+				if err := b.Commit(); err != nil || acc.err != nil {
+					t.Fatal(err, acc.err)
+				}
+				if b.Stats().PointReads != 0 {
+					t.Fatalf("bundle needed %d point reads: keys() misses accesses", b.Stats().PointReads)
+				}
+			}
+			for st := range w.states {
+				dump := func(read func(fn func(k, v []byte))) map[string]string {
+					out := map[string]string{}
+					read(func(k, v []byte) { out[string(k)] = string(v[TTLPrefix:]) })
+					return out
+				}
+				pm := dump(func(fn func(k, v []byte)) {
+					it := p.db.NewIteratorCF(p.ro, p.cfs[st])
+					defer it.Close()
+					for it.SeekToFirst(); it.Valid(); it.Next() {
+						fn(it.Key().Data(), it.Value().Data())
+					}
+				})
+				bm := dump(func(fn func(k, v []byte)) {
+					_ = be.Scan(st, nil, nil, func(k, v []byte) bool { fn(k, v); return true })
+				})
+				if len(pm) == 0 || len(pm) != len(bm) {
+					t.Fatalf("state %d: %d vs %d entries", st, len(pm), len(bm))
+				}
+				for k, v := range pm {
+					if bm[k] != v {
+						t.Fatalf("state %d: key %x differs", st, k)
+					}
+				}
+			}
+			p.close()
+		})
+	}
+}
+
+func BenchmarkWorkloads(b *testing.B) {
+	for _, w := range nexmarkWorkloads() {
+		b.Run(w.name, func(b *testing.B) {
+			cfg := StateBenchConfig{Events: 200_000, BundleSize: benchBundle, ManagedMemory: 256 << 20, Seed: 42}
+			for i := 0; i < b.N; i++ {
+				r, err := runWorkload(cfg, w, b.TempDir())
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ReportMetric(r.Speedup, "speedup")
+				b.ReportMetric(r.CPUSpeedup, "cpu-speedup")
+				b.ReportMetric(r.BundleEPS, "bundle-ev/s")
+				b.ReportMetric(r.PerRecordEPS, "record-ev/s")
+			}
+		})
+	}
+}
+
+var benchBundle = 1000
+
+func init() {
+	if s := os.Getenv("SFSTATE_BENCH_BUNDLE"); s != "" {
+		if n, err := strconv.Atoi(s); err == nil && n > 0 {
+			benchBundle = n
+		}
+	}
+}
