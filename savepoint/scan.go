@@ -2,6 +2,7 @@ package savepoint
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -409,7 +410,70 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 		os.KeyGroups = newKeyGroupDist(opKG[os], opKGTotal[os])
 		sort.SliceStable(os.KeyedStates, func(i, j int) bool { return os.KeyedStates[i].Name < os.KeyedStates[j].Name })
 	}
+	if err := scanOperatorStateTypes(ctx, sp, sum, o); err != nil {
+		return err
+	}
 	sum.Scanned = true
+	return nil
+}
+
+// scanOperatorStateTypes reads the header of one operator-state stream per
+// operator to name the element types of its states.
+func scanOperatorStateTypes(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions) error {
+	for i, op := range sp.Meta.Operators {
+		os := sum.Operators[i]
+		if len(os.OperatorStates) == 0 || (o.Operator != "" && sp.FindOperator(o.Operator) != op) {
+			continue
+		}
+		missing := func() bool {
+			for _, x := range os.OperatorStates {
+				if x.Type == "" {
+					return true
+				}
+			}
+			return false
+		}
+		for _, st := range op.Subtasks {
+			if !missing() {
+				break
+			}
+			oh := st.ManagedOperator
+			if oh == nil || oh.Delegate == nil || oh.Delegate.Tag == TagEmptySegmentFile {
+				continue
+			}
+			obj, err := sp.OpenStream(ctx, oh.Delegate, o.ReadAhead)
+			if err != nil {
+				return err
+			}
+			if obj.Size() == 0 {
+				continue
+			}
+			hdr, _, err := keyed.ReadOperatorHeader(io.NewSectionReader(obj, 0, obj.Size()), obj.Loc.Name)
+			if err != nil {
+				return err
+			}
+			for _, x := range os.OperatorStates {
+				m := hdr.State(x.Name)
+				if x.Type != "" || m == nil {
+					continue
+				}
+				if m.Type == keyed.Broadcast {
+					x.Type = "MAP<" + typeString(m.Key) + ", " + typeString(m.Value) + ">"
+					x.MapEntries = -1
+					for _, sm := range oh.States {
+						if sm.Name == x.Name && len(sm.Offsets) == 1 && !hdr.Compressed {
+							var b [4]byte
+							if _, err := obj.ReadAt(b[:], sm.Offsets[0]); err == nil {
+								x.MapEntries = int(int32(binary.BigEndian.Uint32(b[:])))
+							}
+						}
+					}
+				} else {
+					x.Type = typeString(m.Value)
+				}
+			}
+		}
+	}
 	return nil
 }
 

@@ -275,3 +275,29 @@ func TestTag12WithoutFormatIsProbed(t *testing.T) {
 		t.Fatal(probs)
 	}
 }
+
+func TestOperatorStateTypes(t *testing.T) {
+	sp := openFixture(t, "flink1.20-rocksdb-canonical-broadcast-operator-state")
+	sum := Summarize(sp)
+	if err := ScanSummary(context.Background(), sp, sum, ScanOptions{KeyGroupTo: -1}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"broadcast-state-1": "MAP<BIGINT, BIGINT>", "broadcast-state-2": "MAP<STRING, BIGINT>", "broadcast-state-3": "MAP<BIGINT, STRING>", "source-state": "STRING"}
+	seen := 0
+	for _, op := range sum.Operators {
+		for _, x := range op.OperatorStates {
+			if x.Type != want[x.Name] {
+				t.Errorf("%s: type %q, want %q", x.Name, x.Type, want[x.Name])
+			}
+			if x.Mode == "BROADCAST" {
+				seen++
+				if x.MapEntries != 4 || x.Subtasks != 4 {
+					t.Errorf("%s: %d entries in %d subtasks", x.Name, x.MapEntries, x.Subtasks)
+				}
+			}
+		}
+	}
+	if seen != 3 {
+		t.Fatalf("%d broadcast states", seen)
+	}
+}

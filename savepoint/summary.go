@@ -69,10 +69,16 @@ type FileSummary struct {
 
 // OperatorStateSummary is one named operator (non-keyed) state.
 type OperatorStateSummary struct {
-	Name     string `json:"name"`
-	Mode     string `json:"mode"`
-	Elements int    `json:"elements"`
-	Subtasks int    `json:"subtasks"`
+	Name string `json:"name"`
+	Mode string `json:"mode"`
+	// Type is the element type (list states) or MAP<key, value>
+	// (broadcast states), from the stream header (after ScanSummary).
+	Type string `json:"type,omitempty"`
+	// MapEntries is the size of a broadcast map (each subtask holds a full
+	// copy), -1 when unknown.
+	MapEntries int `json:"mapEntries,omitempty"`
+	Elements   int `json:"elements"`
+	Subtasks   int `json:"subtasks"`
 }
 
 // StateSummary is one keyed state of an operator.

@@ -234,7 +234,19 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 			}
 		}
 		for _, os := range op.OperatorStates {
-			fmt.Fprintf(w, "  operator state %-24s %-16s %d elements in %d subtasks\n", os.Name, os.Mode, os.Elements, os.Subtasks)
+			typ := ""
+			if os.Type != "" {
+				typ = " " + os.Type
+			}
+			if os.Mode == "BROADCAST" {
+				entries := "map"
+				if os.MapEntries >= 0 {
+					entries = fmt.Sprintf("%d map entries", os.MapEntries)
+				}
+				fmt.Fprintf(w, "  operator state %-24s %-16s %s, copied in %d subtasks%s\n", os.Name, os.Mode, entries, os.Subtasks, typ)
+				continue
+			}
+			fmt.Fprintf(w, "  operator state %-24s %-16s %d elements in %d subtasks%s\n", os.Name, os.Mode, os.Elements, os.Subtasks, typ)
 		}
 	}
 }

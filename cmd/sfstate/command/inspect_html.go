@@ -170,8 +170,8 @@ th{background:#f3f3f3}.n{text-align:right}svg .b{fill:#4a7bd0}svg .l,svg .v{font
 {{if .KeyedStates}}<table><tr><th>state</th><th>kind</th><th>key</th><th>namespace</th><th>value</th><th>TTL</th><th>entries</th><th>bytes</th></tr>
 {{range .KeyedStates}}<tr><td>{{.Name}}</td><td>{{.Kind}}</td><td>{{.KeyType}}</td><td>{{.NamespaceType}}</td><td>{{if .UserKeyType}}{{.UserKeyType}} → {{end}}{{.ValueType}}</td><td>{{yesno .TTL}}</td><td class="n">{{.Entries}}</td><td class="n">{{bytes .Bytes}}</td></tr>
 {{end}}</table>{{end}}
-{{if .OperatorStates}}<table><tr><th>operator state</th><th>mode</th><th>elements</th><th>subtasks</th></tr>
-{{range .OperatorStates}}<tr><td>{{.Name}}</td><td>{{.Mode}}</td><td class="n">{{.Elements}}</td><td class="n">{{.Subtasks}}</td></tr>
+{{if .OperatorStates}}<table><tr><th>operator state</th><th>mode</th><th>type</th><th>elements</th><th>subtasks</th></tr>
+{{range .OperatorStates}}<tr><td>{{.Name}}</td><td>{{.Mode}}</td><td>{{.Type}}</td><td class="n">{{.Elements}}</td><td class="n">{{.Subtasks}}</td></tr>
 {{end}}</table>{{end}}
 {{if .NativeFiles}}<table><tr><th>subtask</th><th>native file</th><th>bytes</th></tr>
 {{range .NativeFiles}}<tr><td>{{.Subtask}}</td><td>{{.Name}}</td><td class="n">{{.Bytes}}</td></tr>
