@@ -21,7 +21,9 @@ import (
 //	                       element); broadcast: i32 size + size × {key, value}
 //	                       at the state's single offset
 //
-// With compression the data at every recorded offset is Snappy framed.
+// With compression each state's data is one Snappy framed stream (stream
+// identifier first) that the writer flushed at every recorded offset, so an
+// offset is a chunk boundary.
 
 // Distribution modes of operator states (OperatorStateHandle.Mode ordinals).
 const (
@@ -191,7 +193,13 @@ func ReadOperatorStates(src io.ReaderAt, size int64, name string, h *OperatorHea
 		if !h.Compressed {
 			return b, off, nil
 		}
+		// Flink opens one framed stream per state and flushes it at every
+		// recorded offset: an offset is a chunk boundary, and only the
+		// state's first chunk is preceded by the stream identifier (which
+		// sits before the offset). So chunks are read without requiring the
+		// identifier.
 		sr := NewSnappyReader(bytes.NewReader(b), off)
+		sr.seenID = true
 		out, err := io.ReadAll(sr)
 		if err != nil {
 			return nil, 0, fail(off, err)

@@ -3,12 +3,15 @@ package keyed
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
+	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
 // decodeOperatorStates returns "op/subtask/state" → decoded JSON values.
@@ -116,5 +119,77 @@ func TestOperatorEntryJSON(t *testing.T) {
 	b, _ = json.Marshal(e)
 	if string(b) != `{"bytes":"AQ==","index":0,"mode":"UNION","state":"l"}` {
 		t.Fatalf("%s", b)
+	}
+}
+
+// TestCompressedOperatorState lays out a compressed (proxy v6) operator
+// state file the way Flink's writer does: per state one framed stream whose
+// identifier precedes the first offset, flushed (chunk boundary) at every
+// offset.
+func TestCompressedOperatorState(t *testing.T) {
+	opMeta := func(name, mode string, sers ...[2][]byte) []byte {
+		s := synthState{name: name, typ: Operator, options: [][2]string{{OptDistributionMode, mode}}, sers: sers}
+		return stateMetaBytes(s)
+	}
+	var e binfmt.Encbuf
+	e.PutI32(6)
+	e.PutBool(true)
+	e.PutI16(1)
+	e.PutBytes(opMeta("list", "SPLIT_DISTRIBUTE", [2][]byte{[]byte(SerValue), simpleSnap(serde.ClassLong)}))
+	e.PutI16(1)
+	bm := synthState{name: "bc", typ: Broadcast, options: [][2]string{{OptDistributionMode, "BROADCAST"}},
+		sers: [][2][]byte{{[]byte(SerKey), simpleSnap(serde.ClassString)}, {[]byte(SerValue), simpleSnap(serde.ClassLong)}}}
+	e.PutBytes(stateMetaBytes(bm))
+	data := e.B
+	chunk := func(payload []byte) []byte {
+		framed := AppendSnappyFramed(nil, payload)
+		return framed[10:] // drop the stream identifier
+	}
+	var listOffs []int64
+	data = append(data, AppendSnappyFramed(nil, nil)...) // stream identifier of state "list"
+	for _, v := range []int64{7, 1 << 40, -3} {
+		listOffs = append(listOffs, int64(len(data)))
+		var el binfmt.Encbuf
+		el.PutI64(v)
+		data = append(data, chunk(el.B)...)
+	}
+	data = append(data, AppendSnappyFramed(nil, nil)...)
+	bcOff := int64(len(data))
+	var m binfmt.Encbuf
+	m.PutI32(2)
+	m.PutBytes([]byte{2, 'a'})
+	m.PutI64(1)
+	m.PutBytes([]byte{3, 'b', 'b'})
+	m.PutI64(2)
+	data = append(data, chunk(m.B)...)
+
+	h, _, err := ReadOperatorHeader(bytes.NewReader(data), "op")
+	if err != nil || !h.Compressed {
+		t.Fatalf("header: %v", err)
+	}
+	refs := []OperatorStateRef{{Name: "list", Mode: ModeSplitDistribute, Offsets: listOffs}, {Name: "bc", Mode: ModeBroadcast, Offsets: []int64{bcOff}}}
+	var got []string
+	err = ReadOperatorStates(bytes.NewReader(data), int64(len(data)), "op", h, refs, ModeDecode, func(e *OperatorEntry) error {
+		b, _ := json.Marshal(e)
+		got = append(got, string(b))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"index":0,"mode":"SPLIT_DISTRIBUTE","state":"list","value":7}
+{"index":1,"mode":"SPLIT_DISTRIBUTE","state":"list","value":1099511627776}
+{"index":2,"mode":"SPLIT_DISTRIBUTE","state":"list","value":-3}
+{"index":0,"key":"a","mode":"BROADCAST","state":"bc","value":1}
+{"index":1,"key":"bb","mode":"BROADCAST","state":"bc","value":2}`
+	if strings.Join(got, "\n") != want {
+		t.Fatalf("got\n%s", strings.Join(got, "\n"))
+	}
+	// A corrupted chunk is reported with the file name.
+	bad := append([]byte{}, data...)
+	bad[listOffs[1]+5] ^= 0xFF
+	err = ReadOperatorStates(bytes.NewReader(bad), int64(len(bad)), "op", h, refs, ModeDecode, func(*OperatorEntry) error { return nil })
+	if !errors.Is(err, ErrSnappy) || !strings.HasPrefix(err.Error(), "op") {
+		t.Fatalf("corrupt chunk: %v", err)
 	}
 }
