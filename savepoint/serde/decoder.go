@@ -78,6 +78,7 @@ type decoder struct {
 const (
 	maxCollection = 1 << 28
 	tsSignFlip    = math.MinInt64
+	maxZeroWidth  = 1 << 16
 )
 
 // NewDecoder builds the data decoder for a snapshot. It never fails:
@@ -303,7 +304,14 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 		n := d.Count("list size", maxCollection, 0)
 		out := make(List, 0, min(n, d.Len()))
 		for i := 0; i < n && d.Err() == nil; i++ {
+			before := d.Pos
 			out = append(out, dc.kids[0].Decode(d))
+			if d.Pos == before && n > d.Len()+maxZeroWidth {
+				// Zero-width elements: do not let a hostile count build a
+				// huge list out of nothing.
+				d.Failf("list of %d zero-width elements", n)
+				return nil
+			}
 		}
 		return out
 	case kMap:

@@ -297,3 +297,12 @@ func TestBinaryRowArraysAndMaps(t *testing.T) {
 		t.Fatalf("bad array: %v", err)
 	}
 }
+
+func TestZeroWidthListBounded(t *testing.T) {
+	// LIST<TUPLE<>> claiming 2^27 elements in 4 bytes.
+	s := &Snapshot{Class: ClassList, Nested: []*Snapshot{{Class: ClassTuple}}}
+	_, err := DecodeAll(NewDecoder(s), []byte{0x08, 0, 0, 0}, 0)
+	if err == nil || !strings.Contains(err.Error(), "zero-width") {
+		t.Fatalf("err = %v", err)
+	}
+}
