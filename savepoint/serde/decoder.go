@@ -345,7 +345,12 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 				out = append(out, nil)
 				continue
 			}
+			before := d.Pos
 			out = append(out, dc.kids[0].Decode(d))
+			if d.Pos == before && n > d.Len()+maxZeroWidth {
+				d.Failf("list of %d zero-width elements", n)
+				return nil
+			}
 		}
 		return out
 	case kRowData, kBinaryRow:
