@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -395,76 +396,117 @@ func (c *Codec) DecodeBatch(values [][]byte, b *array.RecordBuilder) ([]int64, e
 	return c.AppendBatch(make([]int64, 0, len(values)), values, b)
 }
 
+// posPool recycles the per-batch table of field positions.
+var posPool = sync.Pool{New: func() any { return new([]int) }}
+
 // AppendBatch is DecodeBatch appending the TTLs to ttls (to reuse a slice).
 func (c *Codec) AppendBatch(ttls []int64, values [][]byte, b *array.RecordBuilder) ([]int64, error) {
 	bs := b.Schema()
 	if err := c.checkTypes(bs.NumFields(), func(j int) arrow.DataType { return bs.Field(j).Type }); err != nil {
 		return ttls, err
 	}
-	// Pass 1: validate everything and total the variable-length bytes so
-	// string builders grow once.
+	nf := len(c.fields)
+	// Pass 1: validate everything, note where each top-level field starts
+	// and total the variable-length bytes so string builders grow once.
 	var stack [16]int
 	sizes := stack[:0]
-	if len(c.fields) <= len(stack) {
-		sizes = stack[:len(c.fields)]
+	if nf <= len(stack) {
+		sizes = stack[:nf]
 	} else {
-		sizes = make([]int, len(c.fields))
+		sizes = make([]int, nf)
 	}
+	pp := posPool.Get().(*[]int)
+	defer posPool.Put(pp)
+	pos := slices.Grow((*pp)[:0], len(values)*nf)[:len(values)*nf]
+	*pp = pos
 	for i, v := range values {
 		r := reader{b: v, idx: i}
-		if err := c.validateSized(&r, sizes); err != nil {
+		if err := c.validateSized(&r, sizes, pos[i*nf:i*nf+nf]); err != nil {
 			return ttls, err
 		}
 	}
-	flds := b.Fields()
-	for j, f := range flds {
-		f.Reserve(len(values))
-		if c.fields[j].kind == kVarLen {
-			switch x := f.(type) {
-			case *array.StringBuilder:
-				x.ReserveData(sizes[j])
-			case *array.LargeStringBuilder:
-				x.ReserveData(sizes[j])
-			case *array.BinaryBuilder:
-				x.ReserveData(sizes[j])
-			}
-		}
-	}
-	// Pass 2: append; every value is known to be well formed.
-	bmOff := TTLSize + 1 + uvarintLen(uint64(len(c.fields)))
-	first := TTLSize + c.hdr
 	for _, v := range values {
 		ttls = append(ttls, int64(binary.BigEndian.Uint64(v)))
-		bm := v[bmOff:first]
-		pos := first
-		for j, f := range c.fields {
-			if isNullBit(bm, j) {
-				flds[j].AppendNull()
-				continue
+	}
+	if len(values) == 0 {
+		return ttls, nil
+	}
+	// Pass 2: every value is known to be well formed; fill one column at a
+	// time so the type dispatch happens once per column, not per value.
+	for j, f := range c.fields {
+		bld := b.Field(j)
+		bld.Reserve(len(values))
+		if f.kind == kVarLen {
+			if x, ok := bld.(interface{ ReserveData(int) }); ok {
+				x.ReserveData(sizes[j])
 			}
-			pos = appendTop(f, flds[j], v, pos)
 		}
+		decodeColumn(f, bld, values, pos[j:], nf)
 	}
 	return ttls, nil
 }
 
-// appendTop is appendField for a top-level field, whose builder was
-// reserved for the whole batch: fixed-width values skip the per-append
-// capacity check.
-func appendTop(n *node, bld array.Builder, b []byte, pos int) int {
-	switch n.id {
-	case arrow.INT64:
-		bld.(*array.Int64Builder).UnsafeAppend(int64(binary.LittleEndian.Uint64(b[pos:])))
-	case arrow.FLOAT64:
-		bld.(*array.Float64Builder).UnsafeAppend(math.Float64frombits(binary.LittleEndian.Uint64(b[pos:])))
-	case arrow.INT32:
-		bld.(*array.Int32Builder).UnsafeAppend(int32(binary.LittleEndian.Uint32(b[pos:])))
-	case arrow.TIMESTAMP:
-		bld.(*array.TimestampBuilder).UnsafeAppend(arrow.Timestamp(binary.LittleEndian.Uint64(b[pos:])))
+// decodeColumn appends top-level field f of every value to bld; the field
+// of value i starts at pos[i*stride] (-1: null). bld has room reserved for
+// len(values) entries.
+func decodeColumn(f *node, bld array.Builder, values [][]byte, pos []int, stride int) {
+	le := binary.LittleEndian
+	switch x := bld.(type) {
+	case *array.Int64Builder:
+		for i, v := range values {
+			if p := pos[i*stride]; p >= 0 {
+				x.UnsafeAppend(int64(le.Uint64(v[p:])))
+			} else {
+				x.UnsafeAppendBoolToBitmap(false)
+			}
+		}
+	case *array.Float64Builder:
+		for i, v := range values {
+			if p := pos[i*stride]; p >= 0 {
+				x.UnsafeAppend(math.Float64frombits(le.Uint64(v[p:])))
+			} else {
+				x.UnsafeAppendBoolToBitmap(false)
+			}
+		}
+	case *array.Int32Builder:
+		for i, v := range values {
+			if p := pos[i*stride]; p >= 0 {
+				x.UnsafeAppend(int32(le.Uint32(v[p:])))
+			} else {
+				x.UnsafeAppendBoolToBitmap(false)
+			}
+		}
+	case *array.TimestampBuilder:
+		for i, v := range values {
+			if p := pos[i*stride]; p >= 0 {
+				x.UnsafeAppend(arrow.Timestamp(le.Uint64(v[p:])))
+			} else {
+				x.UnsafeAppendBoolToBitmap(false)
+			}
+		}
 	default:
-		return appendField(n, bld, b, pos)
+		var bb *array.BinaryBuilder
+		switch y := bld.(type) {
+		case *array.StringBuilder:
+			bb = y.BinaryBuilder
+		case *array.LargeStringBuilder:
+			bb = y.BinaryBuilder
+		case *array.BinaryBuilder:
+			bb = y
+		}
+		for i, v := range values {
+			p := pos[i*stride]
+			switch {
+			case p < 0:
+				bld.AppendNull()
+			case bb != nil:
+				l, k := binary.Uvarint(v[p:])
+				bb.Append(v[p+k : p+k+int(l)])
+			default:
+				appendField(f, bld, v, p)
+			}
+		}
 	}
-	return pos + n.width
 }
 
 // appendField appends the non-null field at b[pos:] of a validated value to

@@ -151,20 +151,27 @@ func (c *Codec) Validate(value []byte) error {
 	return nil
 }
 
-func (c *Codec) validate(r *reader) *DecodeError { return c.validateSized(r, nil) }
+func (c *Codec) validate(r *reader) *DecodeError { return c.validateSized(r, nil, nil) }
 
 // validateSized is validate that also adds the encoded size of every
-// non-null top-level field j to sizes[j] (when sizes is not nil).
-func (c *Codec) validateSized(r *reader, sizes []int) *DecodeError {
+// non-null top-level field j to sizes[j] and records the field's start in
+// pos[j] (-1 for null), each when not nil.
+func (c *Codec) validateSized(r *reader, sizes []int, pos []int) *DecodeError {
 	bm, ok := c.header(r)
 	if !ok {
 		return r.err
 	}
 	for i, f := range c.fields {
 		if isNullBit(bm, i) {
+			if pos != nil {
+				pos[i] = -1
+			}
 			continue
 		}
 		p := r.pos
+		if pos != nil {
+			pos[i] = p
+		}
 		if f.kind == kFixed && len(r.b)-p >= f.width {
 			r.pos += f.width // the common case, without the call
 		} else if !skip(f, r, 0) {
