@@ -189,13 +189,18 @@ func readGrowing(r io.Reader, name string, parse func([]byte) error) error {
 	eof := false
 	for {
 		want := cap(buf)
-		for len(buf) < want && !eof {
+		for empty := 0; len(buf) < want && !eof; {
 			n, err := r.Read(buf[len(buf):want])
 			buf = buf[:len(buf)+n]
 			if err == io.EOF {
 				eof = true
 			} else if err != nil {
 				return fmt.Errorf("%s: reading header: %w", name, err)
+			}
+			if n == 0 {
+				if empty++; empty > 100 {
+					return fmt.Errorf("%s: reading header: %w", name, io.ErrNoProgress)
+				}
 			}
 		}
 		err := parse(buf)
