@@ -298,3 +298,31 @@ func TestHeaderCorruption(t *testing.T) {
 		t.Fatalf("version: %v", err)
 	}
 }
+
+func TestUnsupportedSerializersReportedRaw(t *testing.T) {
+	// WindowKeySerializer has a known snapshot but no data decoder: as the
+	// key serializer the key cannot be split, as a value it stays raw.
+	wk := compositeSnap(serde.ClassWindowKey, 1, nil, simpleSnap(serde.ClassLong), rowSnap(fBigInt))
+	voidNS := simpleSnap(serde.ClassVoid)
+	hdr := headerBytes(false, wk,
+		kvState("v", "VALUE", voidNS, wk),
+		kvState("l", "LIST", voidNS, compositeSnap(serde.ClassList, 1, nil, wk)))
+	key := []byte{3, 1, 2, 3, 4, 0}
+	data, offs := buildStream(hdr, false, 128, []synthEntry{
+		{kg: 3, state: 0, key: key, value: []byte{9, 9}},
+		{kg: 3, state: 1, key: key, value: []byte{7, ',', 8}},
+	})
+	var got []string
+	err := readAll(t, data, 128, offs, ModeDecode, func(e *Entry) {
+		b, _ := json.Marshal(e)
+		got = append(got, string(b))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"key":{"raw":"AQIDBAA=","serializer":"` + serde.ClassWindowKey + `"},"kg":3,"ns":null,"state":"v","type":"VALUE","value":{"raw":"CQk=","serializer":"` + serde.ClassWindowKey + `"}}
+{"key":{"raw":"AQIDBAA=","serializer":"` + serde.ClassWindowKey + `"},"kg":3,"ns":null,"state":"l","type":"LIST","value":{"raw":"BywI","serializer":"` + serde.ClassList + `"}}`
+	if strings.Join(got, "\n") != want {
+		t.Fatalf("got\n%s", strings.Join(got, "\n"))
+	}
+}
