@@ -420,29 +420,77 @@ func (b *rocksBackend) Property(name string) (uint64, bool) {
 // native checkpoints and tooling. Do not close them.
 func (b *rocksBackend) DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle) { return b.db, b.cfs }
 
+// rocksBatch packs operations into Go buffers and hands them to RocksDB in
+// one native call at Commit (one WriteBatch, one write, WAL off).
 type rocksBatch struct {
-	b  *rocksBackend
-	wb *grocksdb.WriteBatch
+	b      *rocksBackend
+	wb     *C.rocksdb_writebatch_t
+	wo     *C.rocksdb_writeoptions_t
+	ops    []C.uint8_t
+	states []C.uint16_t
+	keys   []byte
+	klens  []C.size_t
+	vals   []byte
+	vlens  []C.size_t
 }
 
-func (b *rocksBackend) NewBatch() Batch { return &rocksBatch{b: b, wb: grocksdb.NewWriteBatch()} }
+func (b *rocksBackend) NewBatch() Batch {
+	wo := C.rocksdb_writeoptions_create()
+	C.rocksdb_writeoptions_disable_WAL(wo, 1)
+	return &rocksBatch{b: b, wb: C.rocksdb_writebatch_create(), wo: wo}
+}
 
-func (w *rocksBatch) Put(st int, key, val []byte) { w.wb.PutCF(w.b.cfs[st], key, val) }
-func (w *rocksBatch) Delete(st int, key []byte)   { w.wb.DeleteCF(w.b.cfs[st], key) }
-func (w *rocksBatch) Len() int                    { return w.wb.Count() }
+func (w *rocksBatch) Put(st int, key, val []byte) {
+	w.ops = append(w.ops, 0)
+	w.states = append(w.states, C.uint16_t(st))
+	w.keys = append(w.keys, key...)
+	w.klens = append(w.klens, C.size_t(len(key)))
+	w.vals = append(w.vals, val...)
+	w.vlens = append(w.vlens, C.size_t(len(val)))
+}
+
+func (w *rocksBatch) Delete(st int, key []byte) {
+	w.ops = append(w.ops, 1)
+	w.states = append(w.states, C.uint16_t(st))
+	w.keys = append(w.keys, key...)
+	w.klens = append(w.klens, C.size_t(len(key)))
+	w.vlens = append(w.vlens, 0)
+}
+
+func (w *rocksBatch) Len() int { return len(w.ops) }
+
+func (w *rocksBatch) reset() {
+	w.ops, w.states, w.keys, w.klens, w.vals, w.vlens = w.ops[:0], w.states[:0], w.keys[:0], w.klens[:0], w.vals[:0], w.vlens[:0]
+	if cap(w.keys)+cap(w.vals) > 64<<20 {
+		w.keys, w.vals = nil, nil
+	}
+}
 
 func (w *rocksBatch) Commit() error {
 	w.b.mu.RLock()
 	defer w.b.mu.RUnlock()
+	defer w.reset()
 	if w.b.closed {
 		return ErrClosed
 	}
-	if w.wb.Count() == 0 {
+	if w.wb == nil {
+		return errors.New("engine: write batch closed")
+	}
+	n := len(w.ops)
+	if n == 0 {
 		return nil
 	}
-	err := w.b.db.Write(w.b.wo, w.wb)
-	w.wb.Clear()
-	if err != nil {
+	var zero byte
+	kp, vp := (*C.char)(unsafe.Pointer(&zero)), (*C.char)(unsafe.Pointer(&zero))
+	if len(w.keys) > 0 {
+		kp = (*C.char)(unsafe.Pointer(&w.keys[0]))
+	}
+	if len(w.vals) > 0 {
+		vp = (*C.char)(unsafe.Pointer(&w.vals[0]))
+	}
+	cerr := C.sfs_write_packed(w.b.cdb, w.wo, w.wb, &w.b.ccfs[0], C.size_t(len(w.b.ccfs)),
+		C.size_t(n), &w.ops[0], &w.states[0], kp, &w.klens[0], vp, &w.vlens[0])
+	if err := cError(cerr); err != nil {
 		return fmt.Errorf("engine: write batch: %w", err)
 	}
 	return nil
@@ -450,7 +498,8 @@ func (w *rocksBatch) Commit() error {
 
 func (w *rocksBatch) Close() {
 	if w.wb != nil {
-		w.wb.Destroy()
-		w.wb = nil
+		C.rocksdb_writebatch_destroy(w.wb)
+		C.rocksdb_writeoptions_destroy(w.wo)
+		w.wb, w.wo = nil, nil
 	}
 }

@@ -49,6 +49,16 @@ char* sfs_multiget(rocksdb_t* db, const rocksdb_readoptions_t* ro,
                    const char** vptrs, size_t* vlens, void** pins);
 void sfs_multiget_release(void* pins, size_t n);
 
+// Builds one write batch from packed operations (ops[i] 0 = put, 1 =
+// delete; keys and values back to back) and writes it with one call.
+// Returns NULL or an error string (malloc'ed).
+char* sfs_write_packed(rocksdb_t* db, const rocksdb_writeoptions_t* wo,
+                       rocksdb_writebatch_t* wb,
+                       rocksdb_column_family_handle_t** cfs, size_t ncfs,
+                       size_t n, const uint8_t* ops, const uint16_t* states,
+                       const char* keybuf, const size_t* keylens,
+                       const char* valbuf, const size_t* vallens);
+
 // CPU time consumed by the calling thread, in nanoseconds.
 int64_t sfs_thread_cpu_ns(void);
 

@@ -42,8 +42,13 @@ type WorkloadResult struct {
 	PerRecordCPUEPS float64 `json:"per_record_cpu_eps"`
 	BundleCPUEPS    float64 `json:"bundle_cpu_eps"`
 	CPUSpeedup      float64 `json:"cpu_speedup"`
-	CommitP50Ms     float64 `json:"commit_p50_ms"`
-	CommitP99Ms     float64 `json:"commit_p99_ms"`
+	// Accesses is the state reads+writes of the per-record path; Hydrated
+	// and Writes are the bundled path's batched reads and written keys.
+	Accesses    int64   `json:"accesses"`
+	Hydrated    int64   `json:"hydrated"`
+	Writes      int64   `json:"writes"`
+	CommitP50Ms float64 `json:"commit_p50_ms"`
+	CommitP99Ms float64 `json:"commit_p99_ms"`
 }
 
 // MicroResult is one of Flink's state micro-benchmarks in ops/ms.
@@ -76,16 +81,25 @@ type StateBenchResult struct {
 
 // ---- Nexmark-shaped event generator ---------------------------------------
 
-// Nexmark's proportions (1 person : 3 auctions : 46 bids per 50 events),
-// its hot ratios (half the bids go to a hot auction, three quarters come
-// from a hot bidder; "hot" ids are multiples of 100), 5 categories.
+// Nexmark's generator (as in Beam's and nexmark-flink's): 1 person : 3
+// auctions : 46 bids per 50 events; half the bids go to the hot auction
+// (the first of the last 100 auctions), three quarters come from the hot
+// bidder (the second of the last 100 people); other bids pick one of the
+// ~100 auctions in flight (plus a lead of 10) and one of the 1000 active
+// people (plus 10); prices are round(10^(6u)·100) cents; 5 categories.
 const (
-	nxPersonProp  = 1
-	nxAuctionProp = 3
-	nxTotalProp   = 50
-	nxHotRatio    = 100
-	nxCategories  = 5
-	nxEventMillis = 2 // event-time spacing
+	nxPersonProp     = 1
+	nxAuctionProp    = 3
+	nxTotalProp      = 50
+	nxHotRatio       = 100
+	nxCategories     = 5
+	nxInFlight       = 100
+	nxActivePeople   = 1000
+	nxIDLead         = 10
+	nxEventMillis    = 2 // event-time spacing
+	nxFirstID        = 1000
+	nxHotAuctionProb = 2 // 1 - 1/2 of the bids are hot
+	nxHotBidderProb  = 4 // 1 - 1/4 of the bids are hot
 )
 
 type nxKind uint8
@@ -109,11 +123,15 @@ type nxEvent struct {
 type nxGen struct {
 	rng              *rand.Rand
 	n                int64
-	persons, auction int64
+	persons, auction int64 // generated so far
 }
 
 func newNxGen(seed uint64) *nxGen {
 	return &nxGen{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))}
+}
+
+func (g *nxGen) price() int64 {
+	return int64(math.Round(math.Pow(10, g.rng.Float64()*6) * 100))
 }
 
 func (g *nxGen) next() nxEvent {
@@ -122,26 +140,33 @@ func (g *nxGen) next() nxEvent {
 	ev := nxEvent{time: 1_600_000_000_000 + i*nxEventMillis}
 	switch r := i % nxTotalProp; {
 	case r < nxPersonProp:
+		ev.kind, ev.id = nxPerson, nxFirstID+g.persons
 		g.persons++
-		ev.kind, ev.id = nxPerson, 1000+g.persons
 	case r < nxPersonProp+nxAuctionProp:
+		ev.kind, ev.id = nxAuction, nxFirstID+g.auction
 		g.auction++
-		ev.kind, ev.id = nxAuction, 1000+g.auction
 		ev.category = 10 + g.rng.Int64N(nxCategories)
-		ev.price = 100 + g.rng.Int64N(10000)
+		ev.price = g.price()
 	default:
 		ev.kind = nxBid
-		if g.rng.IntN(2) > 0 { // hot auction
-			ev.auction = 1000 + max(1, g.auction/nxHotRatio*nxHotRatio)
+		lastAuction := max(g.auction-1, 0)
+		if g.rng.IntN(nxHotAuctionProb) > 0 {
+			ev.auction = lastAuction / nxHotRatio * nxHotRatio
 		} else {
-			ev.auction = 1000 + 1 + g.rng.Int64N(max(1, g.auction))
+			lo := max(lastAuction-nxInFlight, 0)
+			ev.auction = lo + g.rng.Int64N(lastAuction-lo+1+nxIDLead)
 		}
-		if g.rng.IntN(4) > 0 { // hot bidder
-			ev.bidder = 1000 + max(1, g.persons/nxHotRatio*nxHotRatio) + 1
+		ev.auction += nxFirstID
+		lastPerson := max(g.persons-1, 0)
+		if g.rng.IntN(nxHotBidderProb) > 0 {
+			ev.bidder = lastPerson/nxHotRatio*nxHotRatio + 1
 		} else {
-			ev.bidder = 1000 + 1 + g.rng.Int64N(max(1, g.persons))
+			people := lastPerson + 1
+			active := min(people, nxActivePeople)
+			ev.bidder = people - active + g.rng.Int64N(active+nxIDLead)
 		}
-		ev.price = 100 + int64(math.Exp(g.rng.NormFloat64()*1.2+6))
+		ev.bidder += nxFirstID
+		ev.price = g.price()
 		ev.category = 10 + ev.auction%nxCategories
 	}
 	return ev
@@ -306,18 +331,19 @@ func readI64(p []byte, i int) int64 {
 // ---- per-record path: grocksdb Get + Put per access ---------------------------
 
 type perRecord struct {
-	db      *grocksdb.DB
-	handles []*grocksdb.ColumnFamilyHandle
-	cfs     []*grocksdb.ColumnFamilyHandle
-	opts    []*grocksdb.Options
-	ro      *grocksdb.ReadOptions
-	wo      *grocksdb.WriteOptions
-	states  []StateDesc
-	clock   *Clock
-	slot    *SlotMemory
-	val     []byte
-	out     []byte
-	err     error
+	db       *grocksdb.DB
+	handles  []*grocksdb.ColumnFamilyHandle
+	cfs      []*grocksdb.ColumnFamilyHandle
+	opts     []*grocksdb.Options
+	ro       *grocksdb.ReadOptions
+	wo       *grocksdb.WriteOptions
+	states   []StateDesc
+	clock    *Clock
+	slot     *SlotMemory
+	val      []byte
+	out      []byte
+	err      error
+	accesses int64
 }
 
 func openPerRecord(dir string, states []StateDesc, ro RocksOptions) (*perRecord, error) {
@@ -379,6 +405,7 @@ func (p *perRecord) close() {
 }
 
 func (p *perRecord) get(st int, key []byte) ([]byte, bool) {
+	p.accesses++
 	s, err := p.db.GetCF(p.ro, p.cfs[st], key)
 	if err != nil {
 		p.err = err
@@ -401,6 +428,7 @@ func (p *perRecord) get(st int, key []byte) ([]byte, bool) {
 }
 
 func (p *perRecord) put(st int, key, payload []byte) {
+	p.accesses++
 	p.val = appendValue(p.val[:0], p.clock.Now(), payload)
 	if err := p.db.PutCF(p.wo, p.cfs[st], key, p.val); err != nil {
 		p.err = err
@@ -540,6 +568,8 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string) (WorkloadResult, 
 		}
 		t3 := time.Now()
 		commits = append(commits, t3.Sub(t2))
+		res.Hydrated += int64(b.Stats().Hydrated + b.Stats().PointReads)
+		res.Writes += int64(b.Stats().Writes)
 		bundled += t3.Sub(t1)
 		bundledCPU += threadCPU() - c1
 	}
@@ -549,6 +579,7 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string) (WorkloadResult, 
 	if acc.err != nil {
 		return res, acc.err
 	}
+	res.Accesses = p.accesses
 	res.PerRecordEPS = float64(len(events)) / perRecord.Seconds()
 	res.BundleEPS = float64(len(events)) / bundled.Seconds()
 	res.CommitP50Ms = percentile(commits, 0.50)

@@ -18,7 +18,7 @@ func TestNexmarkGeneratorProportions(t *testing.T) {
 			auctions++
 		case nxBid:
 			bids++
-			if (ev.auction-1000)%nxHotRatio == 0 {
+			if (ev.auction-nxFirstID)%nxHotRatio == 0 {
 				hot++
 			}
 		}
@@ -132,6 +132,9 @@ func BenchmarkWorkloads(b *testing.B) {
 				}
 				b.ReportMetric(r.Speedup, "speedup")
 				b.ReportMetric(r.CPUSpeedup, "cpu-speedup")
+				b.ReportMetric(float64(r.Accesses), "accesses")
+				b.ReportMetric(float64(r.Hydrated), "hydrated")
+				b.ReportMetric(float64(r.Writes), "writes")
 				b.ReportMetric(r.BundleEPS, "bundle-ev/s")
 				b.ReportMetric(r.PerRecordEPS, "record-ev/s")
 			}
