@@ -1,0 +1,63 @@
+// Package recordstore keeps the state of streaming inner joins on the
+// engine's backends (RocksDB or heap), in one of two layouts with the same
+// logical content: for every (join key, side) the multiset of rows with
+// their counts, association counts and last-write timestamps.
+//
+// # Record layout (inner joins, mini-batching off)
+//
+// One stored entry per distinct row, in the engine state RecordStateName:
+//
+//	key:   kg | side | uvarint(len k) | k | row
+//	value: ts (8 B BE) | count (8 B BE, > 0) | assoc (8 B BE, >= 0)
+//
+// kg is the Flink key group of the equality key k (a BinaryRowData,
+// keygroups.HashRow), big-endian in Flink's width (1 byte up to max
+// parallelism 128, else 2); side is 0 (left) or 1 (right); row is the row
+// payload in the engine's compact row encoding (rowcodec) without its TTL
+// prefix, running to the end of the key. The value starts with the engine's
+// 8-byte TTL prefix, so its compaction filter expires records one by one.
+// The association count is reserved for outer joins and is 0 here.
+//
+// A bundle reads the count of every input row with one batched point
+// lookup (an absent entry says only that this row is absent, nothing about
+// its key), iterates the opposite side's records of the key with a prefix
+// iterator, and writes only the records whose count changed (put, or
+// delete at zero) — never the whole multiset.
+//
+// Opposite-side reuse: a group read from the store is kept for the rest of
+// the bundle when its bytes can be charged to the slot's shared pool
+// (engine.Pool; Options.CacheAllowance is a test-only cap). A group that
+// cannot get a reservation is read lazily and its output leaves in bounded
+// chunks; a refused reservation first asks the join driver to drain its
+// pending output (releasing that output's reservation) and retries the same
+// record once. Expired records are skipped on their 8-byte timestamp before
+// anything is copied. Every reservation is released at Commit or Abort.
+//
+// # Bucket layout (legacy)
+//
+// One entry per (kg, side, k) in the engine state BucketStateName, keyed
+// by the record layout's group prefix, holding the whole multiset:
+//
+//	ts (8 B BE, newest row timestamp) | version 0x01 | uvarint n |
+//	n × ( uvarint len | row | uvarint count | uvarint assoc | ts (8 B BE) )
+//
+// rows strictly ascending by payload bytes, counts positive. See
+// DecodeBucketValue, which migration uses. A bundle hydrates both sides'
+// buckets of every probed key with one batched read and rewrites every
+// touched bucket whole. Outer, semi and anti joins and mini-batched joins
+// keep this layout: they need the association counts of the whole
+// multiset, or process whole keys at once, which the record layout's
+// per-row entries do not make cheaper.
+//
+// # Logical content and checks
+//
+// JoinState.Logical visits both layouts' live content in key-group order,
+// then side, then key, rows by payload bytes; canonical savepoints,
+// migration and verification build on it. JoinState.Check validates every
+// entry (decodable key and value, key group equal to the key's hash and
+// inside the subtask's range, row payloads if a validator is given) and
+// returns every problem found.
+//
+// The pure formats (format.go) build without cgo; the states and the join
+// driver need the engine and hence cgo.
+package recordstore

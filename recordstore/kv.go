@@ -1,0 +1,139 @@
+//go:build cgo
+
+package recordstore
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+
+	"github.com/linxGnu/grocksdb"
+	"github.com/sfstate/sfstate/engine"
+)
+
+// kv is the slice of an engine.Backend one join state uses (one declared
+// state), plus a per-bundle prefix cursor. engine.Backend.Scan opens a
+// fresh iterator per call (and the heap backend sorts its keys per call),
+// which is too expensive per probe; the cursor keeps one RocksDB iterator
+// (or one sorted heap snapshot) for the whole bundle. Nothing is written
+// until Commit, so a cursor opened in a bundle sees a consistent state.
+type kv struct {
+	be engine.Backend
+	st int
+
+	rdb *grocksdb.DB
+	cf  *grocksdb.ColumnFamilyHandle
+	ro  *grocksdb.ReadOptions
+	it  *grocksdb.Iterator
+
+	snapKeys [][]byte // heap / generic backends: sorted snapshot per bundle
+	snapVals [][]byte
+	snapOK   bool
+}
+
+type rocksHandle interface {
+	DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle)
+}
+
+func newKV(be engine.Backend, st int) *kv {
+	k := &kv{be: be, st: st}
+	if rh, ok := be.(rocksHandle); ok {
+		db, cfs := rh.DB()
+		if st < len(cfs) {
+			k.rdb, k.cf = db, cfs[st]
+		}
+	}
+	return k
+}
+
+// prefix visits the entries whose key starts with p, in key order, until
+// fn returns false. Bytes are valid only during fn.
+func (k *kv) prefix(p []byte, fn func(key, val []byte) bool) error {
+	if k.rdb != nil {
+		if k.it == nil {
+			k.ro = grocksdb.NewDefaultReadOptions()
+			k.it = k.rdb.NewIteratorCF(k.ro, k.cf)
+		}
+		it := k.it
+		for it.Seek(p); it.Valid(); it.Next() {
+			ks := it.Key()
+			kb := ks.Data()
+			if !bytes.HasPrefix(kb, p) {
+				ks.Free()
+				break
+			}
+			vs := it.Value()
+			cont := fn(kb, vs.Data())
+			ks.Free()
+			vs.Free()
+			if !cont {
+				break
+			}
+		}
+		if err := it.Err(); err != nil {
+			return fmt.Errorf("recordstore: prefix iteration: %w", err)
+		}
+		return nil
+	}
+	if !k.snapOK {
+		k.snapKeys, k.snapVals = k.snapKeys[:0], k.snapVals[:0]
+		err := k.be.Scan(k.st, nil, nil, func(key, val []byte) bool {
+			k.snapKeys = append(k.snapKeys, append([]byte(nil), key...))
+			k.snapVals = append(k.snapVals, append([]byte(nil), val...))
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		k.snapOK = true
+	}
+	i := sort.Search(len(k.snapKeys), func(i int) bool { return bytes.Compare(k.snapKeys[i], p) >= 0 })
+	for ; i < len(k.snapKeys) && bytes.HasPrefix(k.snapKeys[i], p); i++ {
+		if !fn(k.snapKeys[i], k.snapVals[i]) {
+			break
+		}
+	}
+	return nil
+}
+
+// prefixBounded is prefix through the backend's own bounded scan
+// ([p, end of p)): used by the lazy path so that a huge group never keeps a
+// bundle-wide snapshot alive on the heap backend.
+func (k *kv) prefixBounded(p []byte, fn func(key, val []byte) bool) error {
+	if k.rdb != nil || k.snapOK {
+		return k.prefix(p, fn)
+	}
+	return k.be.Scan(k.st, p, prefixEnd(p), fn)
+}
+
+// endBundle closes the cursor; the next bundle sees the committed writes.
+func (k *kv) endBundle() {
+	if k.it != nil {
+		k.it.Close()
+		k.it = nil
+	}
+	if k.ro != nil {
+		k.ro.Destroy()
+		k.ro = nil
+	}
+	k.snapOK = false
+	k.snapKeys, k.snapVals = k.snapKeys[:0], k.snapVals[:0]
+}
+
+// prefixEnd is the smallest key greater than every key starting with p,
+// or nil when there is none.
+func prefixEnd(p []byte) []byte {
+	e := append([]byte(nil), p...)
+	for i := len(e) - 1; i >= 0; i-- {
+		if e[i] != 0xff {
+			e[i]++
+			return e[:i+1]
+		}
+	}
+	return nil
+}
+
+// scanAll visits every entry of the state in key order.
+func (k *kv) scanAll(fn func(key, val []byte) bool) error {
+	return k.be.Scan(k.st, nil, nil, fn)
+}
