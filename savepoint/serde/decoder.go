@@ -60,6 +60,7 @@ const (
 	kTimestamp
 	kLinkedList
 	kRawValue
+	kPojo
 )
 
 type decoder struct {
@@ -183,6 +184,9 @@ func build(s *Snapshot, depth int) *decoder {
 		dc.k, dc.prec = kTimestamp, int(s.Precision)
 	case ClassRawValue:
 		dc.k = kRawValue
+	case ClassPojo:
+		dc.k = kPojo
+		dc.kids = kids()
 	}
 	return dc
 }
@@ -382,6 +386,8 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 			t.NanoOfMill = d.I32()
 		}
 		return t
+	case kPojo:
+		return dc.decodePojo(d)
 	case kRawValue:
 		n := d.Count("raw value length", math.MaxInt32, 1)
 		b := d.Bytes(n)
@@ -393,6 +399,42 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 		b := d.Bytes(d.Len())
 		return &Raw{Serializer: dc.class(), Bytes: append([]byte(nil), b...)}
 	}
+}
+
+// POJO flags (PojoSerializer; wire format).
+const (
+	pojoIsNull           = 0x01
+	pojoNoSubclass       = 0x02
+	pojoIsSubclass       = 0x04
+	pojoIsTaggedSubclass = 0x08
+)
+
+// decodePojo reads PojoSerializer data: a flags byte, then for the POJO's
+// own class one (isNull, value) pair per field. Subclass instances are
+// written by serializers the snapshot does not describe; the rest of the
+// data is then returned raw.
+func (dc *decoder) decodePojo(d *binfmt.Decbuf) Value {
+	at := d.Pos
+	flags := d.U8()
+	if d.Err() != nil {
+		return nil
+	}
+	if flags&pojoIsNull != 0 {
+		return nil
+	}
+	if flags&pojoNoSubclass == 0 {
+		d.Pos = at
+		return &Raw{Serializer: dc.class(), Bytes: append([]byte(nil), d.Bytes(d.Len())...)}
+	}
+	p := &Pojo{Class: dc.snap.TypeClass, Fields: make([]PojoField, len(dc.kids))}
+	for i, k := range dc.kids {
+		p.Fields[i].Name = dc.snap.FieldNames[i]
+		if d.Bool() {
+			continue
+		}
+		p.Fields[i].Value = k.Decode(d)
+	}
+	return p
 }
 
 func signedBig(b []byte) *big.Int {

@@ -22,6 +22,8 @@ func FuzzSnapshot(f *testing.F) {
 		}
 	}
 	f.Add([]byte{0, 0, 0, 2}, []byte{})
+	f.Add(pojoSnapshotBytes(f, map[string][]byte{"id": versionedBytes(ClassLong, 3), "x": versionedBytes("a.B", 1, 7)}, []string{"id", "x"}),
+		[]byte{2, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1})
 	f.Fuzz(func(t *testing.T, snap, data []byte) {
 		s, n, err := ParseSnapshot(snap, 0)
 		if err != nil {

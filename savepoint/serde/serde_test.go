@@ -306,3 +306,114 @@ func TestZeroWidthListBounded(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func pojoSnapshotBytes(t testing.TB, fieldSnaps map[string][]byte, order []string) []byte {
+	var body binfmt.Encbuf
+	_ = body.PutUTF("com.example.Event")
+	optMap := func(names []string, vals map[string][]byte) {
+		body.PutI64(LinkedOptionalMapHeader)
+		body.PutI32(int32(len(names)))
+		for _, n := range names {
+			_ = body.PutUTF(n)
+			body.PutBool(true) // key frame: field name + declaring class
+			var k binfmt.Encbuf
+			_ = k.PutUTF(n)
+			_ = k.PutUTF("com.example.Event")
+			body.PutI32(int32(len(k.B)))
+			body.PutBytes(k.B)
+			v, ok := vals[n]
+			body.PutBool(ok)
+			if ok {
+				body.PutI32(int32(len(v)))
+				body.PutBytes(v)
+			}
+		}
+	}
+	optMap(order, fieldSnaps)
+	optMap(nil, nil)
+	optMap(nil, nil)
+	var e binfmt.Encbuf
+	e.PutI32(2)
+	_ = e.PutUTF(ClassPojo)
+	e.PutI32(2)
+	e.PutBytes(body.B)
+	return e.B
+}
+
+func versionedBytes(class string, version int32, body ...byte) []byte {
+	var e binfmt.Encbuf
+	_ = e.PutUTF(class)
+	e.PutI32(version)
+	e.PutBytes(body)
+	return e.B
+}
+
+func TestPojoAndKryoSnapshots(t *testing.T) {
+	snap := pojoSnapshotBytes(t, map[string][]byte{
+		"id":   versionedBytes(ClassLong, 3),
+		"name": versionedBytes(ClassString, 3),
+	}, []string{"id", "name"})
+	s, n, err := ParseSnapshot(snap, 0)
+	if err != nil || n != len(snap) {
+		t.Fatalf("parse: %v (%d of %d)", err, n, len(snap))
+	}
+	if got := s.String(); got != "POJO<com.example.Event{id BIGINT, name STRING}>" {
+		t.Fatal(got)
+	}
+	dec := NewDecoder(s)
+	if !dec.Supported() {
+		t.Fatal("pojo decoder unsupported")
+	}
+	data := []byte{pojoNoSubclass, 0, 0, 0, 0, 0, 0, 0, 0, 42, 0, 4, 'a', 'b', 'c'}
+	v, err := DecodeAll(dec, data, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := jsonOf(t, v); got != `{"@class":"com.example.Event","id":42,"name":"abc"}` {
+		t.Fatal(got)
+	}
+	v, err = DecodeAll(dec, []byte{pojoNoSubclass, 1, 0, 4, 'a', 'b', 'c'}, 0)
+	if err != nil || jsonOf(t, v) != `{"@class":"com.example.Event","id":null,"name":"abc"}` {
+		t.Fatalf("null field: %v %v", jsonOf(t, v), err)
+	}
+	if v, err := DecodeAll(dec, []byte{pojoIsNull}, 0); err != nil || v != nil {
+		t.Fatalf("null pojo: %v %v", v, err)
+	}
+	if v, err := DecodeAll(dec, []byte{pojoIsSubclass, 0, 1, 'X'}, 0); err != nil || v.(*Raw) == nil {
+		t.Fatalf("subclass: %v %v", v, err)
+	}
+
+	// A field with an unknown serializer snapshot stays parseable (the
+	// frame delimits it) but makes the POJO data opaque.
+	snap = pojoSnapshotBytes(t, map[string][]byte{
+		"id":    versionedBytes(ClassLong, 3),
+		"other": versionedBytes("com.example.CustomSnapshot", 1, 1, 2, 3),
+	}, []string{"id", "other"})
+	s, _, err = ParseSnapshot(snap, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Nested[1].Opaque || s.Nested[1].Class != "com.example.CustomSnapshot" || NewDecoder(s).Supported() {
+		t.Fatalf("opaque field: %+v", s.Nested[1])
+	}
+
+	// Kryo: type class, one CLASS registration, one default serializer class.
+	var kb binfmt.Encbuf
+	kb.PutI32(2)
+	_ = kb.PutUTF(ClassKryo)
+	kb.PutI32(2)
+	_ = kb.PutUTF("com.example.Thing")
+	kb.PutI32(1)
+	_ = kb.PutUTF("com.example.Reg")
+	_ = kb.PutUTF("com.example.Reg")
+	kb.PutI32(1)
+	_ = kb.PutUTF("com.example.RegSerializer")
+	kb.PutI32(0)
+	kb.PutI32(1)
+	_ = kb.PutUTF("com.example.Other")
+	_ = kb.PutUTF("com.example.OtherSerializer")
+	s, n, err = ParseSnapshot(kb.B, 0)
+	if err != nil || n != len(kb.B) || s.String() != "KRYO<com.example.Thing>" || NewDecoder(s).Supported() {
+		t.Fatalf("kryo: %v %d %s", err, n, s)
+	}
+}

@@ -95,6 +95,18 @@ type Snapshot struct {
 	TTLEnabled bool
 	// LegacyClassName is the class name carried by version-2 simple snapshots.
 	LegacyClassName string
+	// TypeClass is the POJO class of a PojoSerializerSnapshot or the type
+	// class of a KryoSerializerSnapshot.
+	TypeClass string
+	// FieldNames are the POJO field names, parallel to Nested.
+	FieldNames []string
+	// Subclasses counts the registered plus non-registered subclass
+	// serializers of a POJO snapshot.
+	Subclasses int
+	// Opaque marks a snapshot met inside a length-framed container (POJO
+	// field serializers) whose class is unknown: only Class, Version and
+	// Raw are set, and its data decoder is raw.
+	Opaque bool
 }
 
 // Well-known snapshot class names.
@@ -134,7 +146,12 @@ const (
 	ClassArrayData   = "org.apache.flink.table.runtime.typeutils.ArrayDataSerializer$ArrayDataSerializerSnapshot"
 	ClassMapData     = "org.apache.flink.table.runtime.typeutils.MapDataSerializer$BaseMapSerializerSnapshot"
 	ClassSortedMap   = "org.apache.flink.table.runtime.typeutils.SortedMapSerializerSnapshot"
+	ClassPojo        = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
+	ClassKryo        = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
 )
+
+// LinkedOptionalMapHeader starts every optional map of a POJO snapshot.
+const LinkedOptionalMapHeader = 0x4f2c69a3d70
 
 type bodyKind int
 
@@ -148,6 +165,8 @@ const (
 	bodyTTLAware
 	bodyJavaStreams // n Java streams (n from javaStreamCount)
 	bodySortedMap
+	bodyPojo
+	bodyKryo
 )
 
 var simpleClasses = []string{
@@ -226,6 +245,10 @@ func kindOf(class string) (bodyKind, bool) {
 		return bodyTTLAware, true
 	case ClassSortedMap:
 		return bodySortedMap, true
+	case ClassPojo:
+		return bodyPojo, true
+	case ClassKryo:
+		return bodyKryo, true
 	}
 	return 0, false
 }
@@ -341,6 +364,10 @@ func readVersioned(d *binfmt.Decbuf, depth int) *Snapshot {
 	case bodySortedMap:
 		readJava(d) // comparator
 		s.Nested = readNested(d, depth)
+	case bodyPojo:
+		readPojo(d, s, depth)
+	case bodyKryo:
+		readKryo(d, s)
 	}
 	if d.Err() != nil {
 		return nil
@@ -425,6 +452,105 @@ func readNested(d *binfmt.Decbuf, depth int) []*Snapshot {
 		}
 	}
 	return out
+}
+
+// readPojo reads a PojoSerializerSnapshot (version 2) body: the POJO class
+// and three LinkedOptionalMaps (fields, registered subclasses,
+// non-registered subclasses) whose keys and values are length-framed.
+func readPojo(d *binfmt.Decbuf, s *Snapshot, depth int) {
+	if s.Version != 2 {
+		d.Fail(fmt.Errorf("%w: PojoSerializerSnapshot version %d", ErrUnsupported, s.Version))
+		return
+	}
+	s.TypeClass = d.UTF()
+	for m := 0; m < 3 && d.Err() == nil; m++ {
+		at := d.Offset()
+		if h := d.I64(); d.Err() == nil && h != LinkedOptionalMapHeader {
+			d.Fail(&binfmt.OffsetError{Offset: at, Err: fmt.Errorf("%w: optional map header 0x%x", binfmt.ErrCorrupt, h)})
+			return
+		}
+		n := d.Count("optional map entry", maxNested, 4)
+		for i := 0; i < n && d.Err() == nil; i++ {
+			name := d.UTF()
+			if d.Bool() { // key frame (field or class): not needed
+				d.Skip(d.Count("frame", 1<<30, 1))
+			}
+			var nested *Snapshot
+			if d.Bool() {
+				fl := d.Count("frame", 1<<30, 1)
+				base := d.Offset()
+				frame := d.Bytes(fl)
+				if d.Err() != nil {
+					return
+				}
+				nested = readFramedSnapshot(frame, base, depth)
+				if nested == nil {
+					d.Fail(&binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: bad serializer snapshot frame", binfmt.ErrCorrupt)})
+					return
+				}
+			}
+			if m == 0 {
+				s.FieldNames = append(s.FieldNames, name)
+				s.Nested = append(s.Nested, nested)
+			} else {
+				s.Subclasses++
+			}
+		}
+	}
+}
+
+// readFramedSnapshot reads a versioned snapshot that fills frame exactly.
+// Unknown classes become opaque snapshots (the frame delimits them).
+func readFramedSnapshot(frame []byte, base int64, depth int) *Snapshot {
+	fd := binfmt.New(frame, base)
+	ns := readVersioned(fd, depth+1)
+	if fd.Err() == nil && fd.Len() == 0 {
+		return ns
+	}
+	fd = binfmt.New(frame, base)
+	o := &Snapshot{Offset: base, OuterVersion: -1, Opaque: true, Raw: frame}
+	o.Class = fd.UTF()
+	o.Version = fd.I32()
+	if fd.Err() != nil {
+		return nil
+	}
+	return o
+}
+
+// readKryo reads a KryoSerializerSnapshot (version 2) body.
+func readKryo(d *binfmt.Decbuf, s *Snapshot) {
+	if s.Version != 2 {
+		d.Fail(fmt.Errorf("%w: KryoSerializerSnapshot version %d", ErrUnsupported, s.Version))
+		return
+	}
+	s.TypeClass = d.UTF()
+	n := d.Count("kryo registration", maxNested, 6)
+	for i := 0; i < n && d.Err() == nil; i++ {
+		d.UTF() // name
+		d.UTF() // registered class
+		at := d.Offset()
+		switch t := d.I32(); t {
+		case 0: // UNSPECIFIED
+		case 1: // CLASS
+			d.UTF()
+		case 2: // INSTANCE
+			readJava(d)
+		default:
+			if d.Err() == nil {
+				d.Fail(&binfmt.OffsetError{Offset: at, Err: fmt.Errorf("%w: kryo registration type %d", binfmt.ErrCorrupt, t)})
+			}
+		}
+	}
+	n = d.Count("kryo default serializer", maxNested, 6)
+	for i := 0; i < n && d.Err() == nil; i++ {
+		d.UTF()
+		readJava(d)
+	}
+	n = d.Count("kryo default serializer class", maxNested, 4)
+	for i := 0; i < n && d.Err() == nil; i++ {
+		d.UTF()
+		d.UTF()
+	}
 }
 
 // Name returns the snapshot class's short serializer name, e.g.
@@ -527,6 +653,14 @@ func (s *Snapshot) String() string {
 		return fmt.Sprintf("DECIMAL(%d, %d)", s.Precision, s.Scale)
 	case ClassTimestamp:
 		return fmt.Sprintf("TIMESTAMP(%d)", s.Precision)
+	case ClassPojo:
+		parts := make([]string, len(s.Nested))
+		for i, n := range s.Nested {
+			parts[i] = s.FieldNames[i] + " " + n.String()
+		}
+		return "POJO<" + s.TypeClass + "{" + strings.Join(parts, ", ") + "}>"
+	case ClassKryo:
+		return "KRYO<" + s.TypeClass + ">"
 	}
 	return s.Name()
 }

@@ -194,3 +194,37 @@ type Raw struct {
 func (r *Raw) MarshalJSON() ([]byte, error) {
 	return json.Marshal(map[string]string{"serializer": r.Serializer, "raw": base64.StdEncoding.EncodeToString(r.Bytes)})
 }
+
+// Pojo is a POJO decoded field by field. JSON: an object with "@class" and
+// the fields in declaration order.
+type Pojo struct {
+	Class  string
+	Fields []PojoField
+}
+
+// PojoField is one POJO field.
+type PojoField struct {
+	Name  string
+	Value Value
+}
+
+// MarshalJSON implements json.Marshaler.
+func (p *Pojo) MarshalJSON() ([]byte, error) {
+	var b strings.Builder
+	cls, _ := json.Marshal(p.Class)
+	b.WriteString(`{"@class":`)
+	b.Write(cls)
+	for _, f := range p.Fields {
+		k, _ := json.Marshal(f.Name)
+		v, err := json.Marshal(f.Value)
+		if err != nil {
+			return nil, err
+		}
+		b.WriteByte(',')
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(v)
+	}
+	b.WriteByte('}')
+	return []byte(b.String()), nil
+}
