@@ -397,21 +397,41 @@ func TestPojoAndKryoSnapshots(t *testing.T) {
 		t.Fatalf("opaque field: %+v", s.Nested[1])
 	}
 
-	// Kryo: type class, one CLASS registration, one default serializer class.
+	// Kryo: type class and three optional maps (one CLASS registration,
+	// no default serializers, one default serializer class).
 	var kb binfmt.Encbuf
 	kb.PutI32(2)
 	_ = kb.PutUTF(ClassKryo)
 	kb.PutI32(2)
 	_ = kb.PutUTF("com.example.Thing")
+	frame := func(parts ...string) {
+		var f binfmt.Encbuf
+		for _, p := range parts {
+			_ = f.PutUTF(p)
+		}
+		kb.PutI32(int32(len(f.B)))
+		kb.PutBytes(f.B)
+	}
+	kb.PutI64(LinkedOptionalMapHeader)
 	kb.PutI32(1)
 	_ = kb.PutUTF("com.example.Reg")
-	_ = kb.PutUTF("com.example.Reg")
-	kb.PutI32(1)
-	_ = kb.PutUTF("com.example.RegSerializer")
+	kb.PutBool(true)
+	frame("com.example.Reg")
+	kb.PutBool(true)
+	var reg binfmt.Encbuf
+	_ = reg.PutUTF("com.example.Reg")
+	reg.PutI32(1)
+	_ = reg.PutUTF("com.example.RegSerializer")
+	kb.PutI32(int32(len(reg.B)))
+	kb.PutBytes(reg.B)
+	kb.PutI64(LinkedOptionalMapHeader)
 	kb.PutI32(0)
+	kb.PutI64(LinkedOptionalMapHeader)
 	kb.PutI32(1)
 	_ = kb.PutUTF("com.example.Other")
-	_ = kb.PutUTF("com.example.OtherSerializer")
+	kb.PutBool(true)
+	frame("com.example.Other")
+	kb.PutBool(false)
 	s, n, err = ParseSnapshot(kb.B, 0)
 	if err != nil || n != len(kb.B) || s.String() != "KRYO<com.example.Thing>" || NewDecoder(s).Supported() {
 		t.Fatalf("kryo: %v %d %s", err, n, s)

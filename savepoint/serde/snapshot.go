@@ -148,6 +148,7 @@ const (
 	ClassSortedMap   = "org.apache.flink.table.runtime.typeutils.SortedMapSerializerSnapshot"
 	ClassPojo        = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 	ClassKryo        = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
+	ClassKryo5       = "org.apache.flink.api.java.typeutils.runtime.kryo5.KryoSerializerSnapshot"
 )
 
 // LinkedOptionalMapHeader starts every optional map of a POJO snapshot.
@@ -247,7 +248,7 @@ func kindOf(class string) (bodyKind, bool) {
 		return bodySortedMap, true
 	case ClassPojo:
 		return bodyPojo, true
-	case ClassKryo:
+	case ClassKryo, ClassKryo5:
 		return bodyKryo, true
 	}
 	return 0, false
@@ -454,9 +455,38 @@ func readNested(d *binfmt.Decbuf, depth int) []*Snapshot {
 	return out
 }
 
+// readOptionalMap reads one LinkedOptionalMap (Flink's
+// LinkedOptionalMapSerializer): i64 header, i32 size, then per entry a UTF
+// name and optional length-framed key and value. fn receives each entry's
+// name and value frame (nil when absent); it returns false to stop.
+func readOptionalMap(d *binfmt.Decbuf, fn func(name string, value []byte, valueAt int64) bool) {
+	at := d.Offset()
+	if h := d.I64(); d.Err() == nil && h != LinkedOptionalMapHeader {
+		d.Fail(&binfmt.OffsetError{Offset: at, Err: fmt.Errorf("%w: optional map header 0x%x, want 0x%x", binfmt.ErrCorrupt, h, LinkedOptionalMapHeader)})
+		return
+	}
+	n := d.Count("optional map entry", maxNested, 4)
+	for i := 0; i < n && d.Err() == nil; i++ {
+		name := d.UTF()
+		if d.Bool() { // key frame: not needed
+			d.Skip(d.Count("frame", 1<<30, 1))
+		}
+		var frame []byte
+		var fat int64
+		if d.Bool() {
+			fl := d.Count("frame", 1<<30, 1)
+			fat = d.Offset()
+			frame = d.Bytes(fl)
+		}
+		if d.Err() != nil || !fn(name, frame, fat) {
+			return
+		}
+	}
+}
+
 // readPojo reads a PojoSerializerSnapshot (version 2) body: the POJO class
-// and three LinkedOptionalMaps (fields, registered subclasses,
-// non-registered subclasses) whose keys and values are length-framed.
+// and three optional maps (fields, registered subclasses, non-registered
+// subclasses) whose values are framed serializer snapshots.
 func readPojo(d *binfmt.Decbuf, s *Snapshot, depth int) {
 	if s.Version != 2 {
 		d.Fail(fmt.Errorf("%w: PojoSerializerSnapshot version %d", ErrUnsupported, s.Version))
@@ -464,29 +494,13 @@ func readPojo(d *binfmt.Decbuf, s *Snapshot, depth int) {
 	}
 	s.TypeClass = d.UTF()
 	for m := 0; m < 3 && d.Err() == nil; m++ {
-		at := d.Offset()
-		if h := d.I64(); d.Err() == nil && h != LinkedOptionalMapHeader {
-			d.Fail(&binfmt.OffsetError{Offset: at, Err: fmt.Errorf("%w: optional map header 0x%x", binfmt.ErrCorrupt, h)})
-			return
-		}
-		n := d.Count("optional map entry", maxNested, 4)
-		for i := 0; i < n && d.Err() == nil; i++ {
-			name := d.UTF()
-			if d.Bool() { // key frame (field or class): not needed
-				d.Skip(d.Count("frame", 1<<30, 1))
-			}
+		readOptionalMap(d, func(name string, frame []byte, at int64) bool {
 			var nested *Snapshot
-			if d.Bool() {
-				fl := d.Count("frame", 1<<30, 1)
-				base := d.Offset()
-				frame := d.Bytes(fl)
-				if d.Err() != nil {
-					return
-				}
-				nested = readFramedSnapshot(frame, base, depth)
+			if frame != nil {
+				nested = readFramedSnapshot(frame, at, depth)
 				if nested == nil {
-					d.Fail(&binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: bad serializer snapshot frame", binfmt.ErrCorrupt)})
-					return
+					d.Fail(&binfmt.OffsetError{Offset: at, Err: fmt.Errorf("%w: bad serializer snapshot frame", binfmt.ErrCorrupt)})
+					return false
 				}
 			}
 			if m == 0 {
@@ -495,7 +509,8 @@ func readPojo(d *binfmt.Decbuf, s *Snapshot, depth int) {
 			} else {
 				s.Subclasses++
 			}
-		}
+			return true
+		})
 	}
 }
 
@@ -517,39 +532,17 @@ func readFramedSnapshot(frame []byte, base int64, depth int) *Snapshot {
 	return o
 }
 
-// readKryo reads a KryoSerializerSnapshot (version 2) body.
+// readKryo reads a KryoSerializerSnapshot body: the type class and three
+// optional maps (registrations, default serializers, default serializer
+// classes) whose entries are framed and not needed to locate the data.
 func readKryo(d *binfmt.Decbuf, s *Snapshot) {
-	if s.Version != 2 {
+	if s.Class == ClassKryo && s.Version != 2 {
 		d.Fail(fmt.Errorf("%w: KryoSerializerSnapshot version %d", ErrUnsupported, s.Version))
 		return
 	}
 	s.TypeClass = d.UTF()
-	n := d.Count("kryo registration", maxNested, 6)
-	for i := 0; i < n && d.Err() == nil; i++ {
-		d.UTF() // name
-		d.UTF() // registered class
-		at := d.Offset()
-		switch t := d.I32(); t {
-		case 0: // UNSPECIFIED
-		case 1: // CLASS
-			d.UTF()
-		case 2: // INSTANCE
-			readJava(d)
-		default:
-			if d.Err() == nil {
-				d.Fail(&binfmt.OffsetError{Offset: at, Err: fmt.Errorf("%w: kryo registration type %d", binfmt.ErrCorrupt, t)})
-			}
-		}
-	}
-	n = d.Count("kryo default serializer", maxNested, 6)
-	for i := 0; i < n && d.Err() == nil; i++ {
-		d.UTF()
-		readJava(d)
-	}
-	n = d.Count("kryo default serializer class", maxNested, 4)
-	for i := 0; i < n && d.Err() == nil; i++ {
-		d.UTF()
-		d.UTF()
+	for m := 0; m < 3 && d.Err() == nil; m++ {
+		readOptionalMap(d, func(string, []byte, int64) bool { return true })
 	}
 }
 
@@ -659,7 +652,7 @@ func (s *Snapshot) String() string {
 			parts[i] = s.FieldNames[i] + " " + n.String()
 		}
 		return "POJO<" + s.TypeClass + "{" + strings.Join(parts, ", ") + "}>"
-	case ClassKryo:
+	case ClassKryo, ClassKryo5:
 		return "KRYO<" + s.TypeClass + ">"
 	}
 	return s.Name()
