@@ -1,0 +1,334 @@
+package canonical
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/engine/rowcodec"
+	"github.com/sfstate/sfstate/savepoint/flinkwrite"
+)
+
+// ErrConvert marks an entry that cannot be converted between the engine's
+// encoding and Flink's.
+var ErrConvert = errors.New("canonical: cannot convert entry")
+
+func convErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrConvert, fmt.Sprintf(format, args...))
+}
+
+// appendFlinkPart appends Flink's serializer bytes of one key, namespace or
+// user-key part given in the engine's encoding (see engine/schema.go).
+func appendFlinkPart(dst []byte, t engine.Type, b []byte, what string) ([]byte, error) {
+	switch t.Kind {
+	case engine.TypeVoid:
+		if len(b) != 0 {
+			return dst, convErr("%s: void namespace with %d bytes", what, len(b))
+		}
+		return append(dst, 0), nil
+	case engine.TypeLong:
+		if len(b) != 8 {
+			return dst, convErr("%s: long of %d bytes", what, len(b))
+		}
+	case engine.TypeInt:
+		if len(b) != 4 {
+			return dst, convErr("%s: int of %d bytes", what, len(b))
+		}
+	case engine.TypeTimeWindow:
+		if len(b) != 16 {
+			return dst, convErr("%s: time window of %d bytes", what, len(b))
+		}
+	case engine.TypeString:
+		if !utf8.Valid(b) {
+			return dst, convErr("%s: string is not valid UTF-8", what)
+		}
+		return flinkwrite.AppendStringValue(dst, string(b)), nil
+	case engine.TypeRow:
+		if len(b) > math.MaxInt32 {
+			return dst, convErr("%s: row of %d bytes", what, len(b))
+		}
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(b)))
+	case engine.TypeRaw:
+	default:
+		return dst, convErr("%s: type %s", what, t.Kind)
+	}
+	return append(dst, b...), nil
+}
+
+// parseFlinkPart is the inverse of appendFlinkPart: b must be exactly one
+// serialized part.
+func parseFlinkPart(dst []byte, t engine.Type, b []byte, what string) ([]byte, error) {
+	switch t.Kind {
+	case engine.TypeVoid:
+		if len(b) != 1 || b[0] != 0 {
+			return dst, convErr("%s: void namespace is % x", what, b)
+		}
+		return dst, nil
+	case engine.TypeLong:
+		if len(b) != 8 {
+			return dst, convErr("%s: long of %d bytes", what, len(b))
+		}
+	case engine.TypeInt:
+		if len(b) != 4 {
+			return dst, convErr("%s: int of %d bytes", what, len(b))
+		}
+	case engine.TypeTimeWindow:
+		if len(b) != 16 {
+			return dst, convErr("%s: time window of %d bytes", what, len(b))
+		}
+	case engine.TypeString:
+		return appendStringValueUTF8(dst, b, what)
+	case engine.TypeRow:
+		if len(b) < 4 || int64(binary.BigEndian.Uint32(b)) != int64(len(b)-4) {
+			return dst, convErr("%s: row size prefix does not match its %d bytes", what, len(b))
+		}
+		b = b[4:]
+	case engine.TypeRaw:
+	default:
+		return dst, convErr("%s: type %s", what, t.Kind)
+	}
+	return append(dst, b...), nil
+}
+
+// appendStringValueUTF8 decodes Flink's StringValue encoding (length+1 and
+// UTF-16 code units as 7-bit varints) and appends the UTF-8 form. A NULL
+// string or an unpaired surrogate cannot be represented and fails.
+func appendStringValueUTF8(dst, b []byte, what string) ([]byte, error) {
+	pos := 0
+	varint := func() (uint32, bool) {
+		var v uint32
+		for shift := uint(0); shift < 35; shift += 7 {
+			if pos >= len(b) {
+				return 0, false
+			}
+			c := b[pos]
+			pos++
+			v |= uint32(c&0x7f) << shift
+			if c < 0x80 {
+				return v, true
+			}
+		}
+		return 0, false
+	}
+	n, ok := varint()
+	if !ok {
+		return dst, convErr("%s: truncated string length", what)
+	}
+	if n == 0 {
+		return dst, convErr("%s: NULL string", what)
+	}
+	n--
+	if int64(n) > int64(len(b)-pos) {
+		return dst, convErr("%s: string of %d chars in %d bytes", what, n, len(b)-pos)
+	}
+	units := make([]uint16, 0, n)
+	for i := uint32(0); i < n; i++ {
+		c, ok := varint()
+		if !ok || c > 0xffff {
+			return dst, convErr("%s: bad char %d", what, i)
+		}
+		units = append(units, uint16(c))
+	}
+	if pos != len(b) {
+		return dst, convErr("%s: %d bytes after the string", what, len(b)-pos)
+	}
+	for i := 0; i < len(units); i++ {
+		u := units[i]
+		switch {
+		case utf16.IsSurrogate(rune(u)):
+			if u >= 0xdc00 || i+1 >= len(units) {
+				return dst, convErr("%s: unpaired surrogate", what)
+			}
+			r := utf16.DecodeRune(rune(u), rune(units[i+1]))
+			if r == utf8.RuneError {
+				return dst, convErr("%s: unpaired surrogate", what)
+			}
+			dst = utf8.AppendRune(dst, r)
+			i++
+		default:
+			dst = utf8.AppendRune(dst, rune(u))
+		}
+	}
+	return dst, nil
+}
+
+// stateCodec converts one state's entries in both directions.
+type stateCodec struct {
+	s    engine.StateSchema
+	key  engine.Type
+	ttl  bool
+	frow *rowcodec.FlinkRow // value rows (value states, map user values)
+	tmp  []byte
+}
+
+func newStateCodec(key engine.Type, s engine.StateSchema) (*stateCodec, error) {
+	c := &stateCodec{s: s, key: key, ttl: s.TTL > 0}
+	if s.Kind == engine.KindValue || s.Kind == engine.KindMap {
+		if s.Value.Kind == engine.TypeRow {
+			as, err := s.Value.ArrowSchema()
+			if err != nil {
+				return nil, fmt.Errorf("state %q: %w", s.Name, err)
+			}
+			codec, err := rowcodec.NewCodec(as)
+			if err != nil {
+				return nil, fmt.Errorf("state %q: %w", s.Name, err)
+			}
+			if c.frow, err = rowcodec.NewFlinkRow(codec); err != nil {
+				return nil, fmt.Errorf("state %q: %w", s.Name, err)
+			}
+		}
+	}
+	return c, nil
+}
+
+// flinkKey appends the Flink composite key (prefix, key, namespace, user key
+// or priority-queue element) of an engine entry.
+func (c *stateCodec) flinkKey(dst []byte, kg, prefixLen int, key, ns, rest []byte) ([]byte, error) {
+	dst, err := flinkwrite.AppendKeyGroupPrefix(dst, kg, prefixLen)
+	if err != nil {
+		return dst, err
+	}
+	if c.s.Kind == engine.KindPriorityQueue {
+		if len(key) != 0 || len(ns) != 0 {
+			return dst, convErr("priority-queue entry with key or namespace bytes")
+		}
+		return append(dst, rest...), nil
+	}
+	if dst, err = appendFlinkPart(dst, c.key, key, "key"); err != nil {
+		return dst, err
+	}
+	if dst, err = appendFlinkPart(dst, c.s.Namespace, ns, "namespace"); err != nil {
+		return dst, err
+	}
+	switch c.s.Kind {
+	case engine.KindMap, engine.KindMultiset:
+		return appendFlinkPart(dst, c.s.UserKey, rest, "user key")
+	}
+	if len(rest) != 0 {
+		return dst, convErr("%d bytes after the namespace of a %s entry", len(rest), c.s.Kind)
+	}
+	return dst, nil
+}
+
+// flinkValue appends the Flink value bytes of an engine value (timestamp
+// and payload).
+func (c *stateCodec) flinkValue(dst []byte, ts int64, payload []byte) ([]byte, error) {
+	switch c.s.Kind {
+	case engine.KindPriorityQueue:
+		return dst, nil
+	case engine.KindMap, engine.KindMultiset:
+		dst = append(dst, 0) // not null
+	}
+	if c.ttl {
+		dst = flinkwrite.AppendLong(dst, ts)
+	}
+	if c.s.Kind == engine.KindMultiset {
+		if len(payload) != 8 {
+			return dst, convErr("multiset count of %d bytes", len(payload))
+		}
+		n := int64(binary.BigEndian.Uint64(payload))
+		if n < 1 || n > math.MaxInt32 {
+			return dst, convErr("multiset count %d outside Flink's Integer range 1..2^31-1", n)
+		}
+		return flinkwrite.AppendInt(dst, int32(n)), nil
+	}
+	if c.frow != nil {
+		c.tmp = binary.BigEndian.AppendUint64(c.tmp[:0], uint64(ts))
+		c.tmp = append(c.tmp, payload...)
+		at := len(dst)
+		dst = append(dst, 0, 0, 0, 0)
+		var err error
+		dst, _, err = c.frow.ToBinaryRow(dst, c.tmp, rowcodec.RowKindInsert)
+		if err != nil {
+			return dst, fmt.Errorf("%w: value row: %v", ErrConvert, err)
+		}
+		binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+		return dst, nil
+	}
+	return appendFlinkPart(dst, c.s.Value, payload, "value")
+}
+
+// engineKey appends the engine's stored key of a Flink entry split into
+// key, namespace and user-key bytes (for priority queues: the element).
+func (c *stateCodec) engineKey(dst []byte, layout engine.Layout, kg int, key, ns, userKey []byte) ([]byte, error) {
+	if c.s.Kind == engine.KindPriorityQueue {
+		dst = layout.Key(dst, kg, nil, nil)
+		return append(dst, key...), nil
+	}
+	var err error
+	c.tmp, err = parseFlinkPart(c.tmp[:0], c.key, key, "key")
+	if err != nil {
+		return dst, err
+	}
+	nsAt := len(c.tmp)
+	if c.tmp, err = parseFlinkPart(c.tmp, c.s.Namespace, ns, "namespace"); err != nil {
+		return dst, err
+	}
+	dst = layout.Key(dst, kg, c.tmp[:nsAt], c.tmp[nsAt:])
+	switch c.s.Kind {
+	case engine.KindMap, engine.KindMultiset:
+		return parseFlinkPart(dst, c.s.UserKey, userKey, "user key")
+	}
+	if len(userKey) != 0 {
+		return dst, convErr("user key bytes in a %s entry", c.s.Kind)
+	}
+	return dst, nil
+}
+
+// engineValue appends the engine's stored value (timestamp, payload) of a
+// Flink value.
+func (c *stateCodec) engineValue(dst, v []byte) ([]byte, error) {
+	switch c.s.Kind {
+	case engine.KindPriorityQueue:
+		if len(v) != 0 {
+			return dst, convErr("priority-queue entry with a %d-byte value", len(v))
+		}
+		return binary.BigEndian.AppendUint64(dst, 0), nil
+	case engine.KindMap, engine.KindMultiset:
+		if len(v) < 1 {
+			return dst, convErr("empty map entry value")
+		}
+		if v[0] != 0 {
+			return dst, convErr("NULL map value (not representable in the engine)")
+		}
+		v = v[1:]
+	}
+	var ts int64
+	if c.ttl {
+		if len(v) < 8 {
+			return dst, convErr("TTL value of %d bytes", len(v))
+		}
+		ts = int64(binary.BigEndian.Uint64(v))
+		v = v[8:]
+	}
+	if c.s.Kind == engine.KindMultiset {
+		if len(v) != 4 {
+			return dst, convErr("count of %d bytes", len(v))
+		}
+		n := int32(binary.BigEndian.Uint32(v))
+		if n < 1 {
+			return dst, convErr("multiset count %d", n)
+		}
+		dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
+		return binary.BigEndian.AppendUint64(dst, uint64(n)), nil
+	}
+	if c.frow != nil {
+		if len(v) < 4 || int64(binary.BigEndian.Uint32(v)) != int64(len(v)-4) {
+			return dst, convErr("value row size prefix does not match its %d bytes", len(v))
+		}
+		out, kind, err := c.frow.FromBinaryRow(dst, ts, v[4:])
+		if err != nil {
+			return dst, fmt.Errorf("%w: value row: %v", ErrConvert, err)
+		}
+		if kind != rowcodec.RowKindInsert {
+			return dst, convErr("value row has row kind %s (only +I is kept by the engine)", kind)
+		}
+		return out, nil
+	}
+	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
+	return parseFlinkPart(dst, c.s.Value, v, "value")
+}

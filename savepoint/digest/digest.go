@@ -1,0 +1,220 @@
+// Package digest computes a logical digest of a canonical savepoint's keyed
+// state: per operator, state and key group the number of entries, an
+// order-independent hash of the entries and the range of TTL last-access
+// timestamps. Two savepoints with the same logical content have equal
+// digests whatever wrote them (Flink with either backend, sfstate's
+// export), however their entries are ordered, split over files or
+// encoded byte for byte (BinaryRowData padding, heap vs RocksDB order,
+// Snappy compression, parallelism).
+//
+// An entry is hashed from its decoded parts (savepoint/serde values
+// rendered as JSON): key, namespace, user key (MAP), value with the TTL
+// wrapper removed, and the TTL timestamp. SHA-256 of those parts gives
+// 128 bits per entry that are summed (mod 2^64 per half), so the group
+// hash does not depend on order, and duplicates are not cancelled out as
+// they would be with XOR. Priority-queue (timer) entries count like any
+// other entry.
+//
+// The package is pure Go and reads savepoints through package savepoint,
+// so it works on any canonical savepoint; Compute never modifies its input.
+package digest
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/keyed"
+	"github.com/sfstate/sfstate/savepoint/serde"
+)
+
+// GroupKey identifies one (operator, state, key group).
+type GroupKey struct {
+	Operator string // operator id, hex
+	State    string
+	KeyGroup int
+}
+
+// Group is the digest of one (operator, state, key group).
+type Group struct {
+	Entries int64
+	// Sum is the order-independent entry hash (two 64-bit lanes).
+	Sum [2]uint64
+	// TTLEntries counts entries with a TTL timestamp; TTLMin/TTLMax are
+	// their smallest and largest last-access times (valid if TTLEntries > 0).
+	TTLEntries     int64
+	TTLMin, TTLMax int64
+}
+
+// Digest is the logical digest of a savepoint's keyed state.
+type Digest struct {
+	Groups map[GroupKey]*Group
+}
+
+// New returns an empty digest.
+func New() *Digest { return &Digest{Groups: map[GroupKey]*Group{}} }
+
+// Entry is one logical entry as Add takes it: the decoded parts, any of
+// which may be nil.
+type Entry struct {
+	Key, Namespace, UserKey, Value any
+	TTL                            *int64
+}
+
+func render(dst []byte, v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = fmt.Appendf(nil, "%#v", v)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b)))
+	return append(dst, b...)
+}
+
+// Add records one entry.
+func (d *Digest) Add(k GroupKey, e Entry) {
+	var buf []byte
+	buf = render(buf, e.Key)
+	buf = render(buf, e.Namespace)
+	buf = render(buf, e.UserKey)
+	buf = render(buf, e.Value)
+	if e.TTL != nil {
+		buf = append(buf, 1)
+		buf = binary.BigEndian.AppendUint64(buf, uint64(*e.TTL))
+	} else {
+		buf = append(buf, 0)
+	}
+	h := sha256.Sum256(buf)
+	g := d.Groups[k]
+	if g == nil {
+		g = &Group{TTLMin: math.MaxInt64, TTLMax: math.MinInt64}
+		d.Groups[k] = g
+	}
+	g.Entries++
+	g.Sum[0] += binary.BigEndian.Uint64(h[0:8])
+	g.Sum[1] += binary.BigEndian.Uint64(h[8:16])
+	if e.TTL != nil {
+		g.TTLEntries++
+		g.TTLMin = min(g.TTLMin, *e.TTL)
+		g.TTLMax = max(g.TTLMax, *e.TTL)
+	}
+}
+
+// Options selects what Compute reads.
+type Options struct {
+	// Operator and State restrict the digest (as savepoint.ScanOptions).
+	Operator, State string
+	// SkipNative skips native handles instead of failing.
+	SkipNative bool
+}
+
+// Compute decodes every keyed entry of sp and returns its digest.
+func Compute(ctx context.Context, sp *savepoint.Savepoint, o Options) (*Digest, error) {
+	d := New()
+	err := sp.WalkKeyed(ctx, savepoint.ScanOptions{
+		Operator: o.Operator, State: o.State, KeyGroupTo: -1, Mode: keyed.ModeDecode, SkipNative: o.SkipNative,
+	}, func(e *savepoint.KeyedEntry) error {
+		v := e.Value
+		if t, ok := v.(*serde.TTLValue); ok {
+			v = t.Value
+		}
+		d.Add(GroupKey{Operator: e.Operator.ID.String(), State: e.State.Name, KeyGroup: e.KeyGroup},
+			Entry{Key: e.Key, Namespace: e.Namespace, UserKey: e.UserKey, Value: v, TTL: e.TTLTimestamp})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+// Total sums the groups of one operator and state ("" = all).
+func (d *Digest) Total(operator, state string) Group {
+	t := Group{TTLMin: math.MaxInt64, TTLMax: math.MinInt64}
+	for k, g := range d.Groups {
+		if (operator != "" && k.Operator != operator) || (state != "" && k.State != state) {
+			continue
+		}
+		t.Entries += g.Entries
+		t.Sum[0] += g.Sum[0]
+		t.Sum[1] += g.Sum[1]
+		t.TTLEntries += g.TTLEntries
+		if g.TTLEntries > 0 {
+			t.TTLMin = min(t.TTLMin, g.TTLMin)
+			t.TTLMax = max(t.TTLMax, g.TTLMax)
+		}
+	}
+	return t
+}
+
+// Keys returns the group keys in (operator, state, key group) order.
+func (d *Digest) Keys() []GroupKey {
+	ks := make([]GroupKey, 0, len(d.Groups))
+	for k := range d.Groups {
+		ks = append(ks, k)
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		a, b := ks[i], ks[j]
+		if a.Operator != b.Operator {
+			return a.Operator < b.Operator
+		}
+		if a.State != b.State {
+			return a.State < b.State
+		}
+		return a.KeyGroup < b.KeyGroup
+	})
+	return ks
+}
+
+// Diff lists the groups that differ between d and other (at most limit
+// lines, 0 = all), in key order; nil means equal.
+func (d *Digest) Diff(other *Digest, limit int) []string {
+	seen := map[GroupKey]bool{}
+	var ks []GroupKey
+	for _, dd := range []*Digest{d, other} {
+		for _, k := range dd.Keys() {
+			if !seen[k] {
+				seen[k] = true
+				ks = append(ks, k)
+			}
+		}
+	}
+	sort.Slice(ks, func(i, j int) bool {
+		a, b := ks[i], ks[j]
+		if a.Operator != b.Operator {
+			return a.Operator < b.Operator
+		}
+		if a.State != b.State {
+			return a.State < b.State
+		}
+		return a.KeyGroup < b.KeyGroup
+	})
+	var out []string
+	for _, k := range ks {
+		a, b := d.Groups[k], other.Groups[k]
+		var msg string
+		switch {
+		case a == nil:
+			msg = fmt.Sprintf("only in second: %d entries", b.Entries)
+		case b == nil:
+			msg = fmt.Sprintf("only in first: %d entries", a.Entries)
+		case a.Entries != b.Entries:
+			msg = fmt.Sprintf("entries %d vs %d", a.Entries, b.Entries)
+		case a.Sum != b.Sum:
+			msg = "same entry count, different content"
+		case a.TTLEntries != b.TTLEntries || (a.TTLEntries > 0 && (a.TTLMin != b.TTLMin || a.TTLMax != b.TTLMax)):
+			msg = fmt.Sprintf("TTL entries %d [%d, %d] vs %d [%d, %d]", a.TTLEntries, a.TTLMin, a.TTLMax, b.TTLEntries, b.TTLMin, b.TTLMax)
+		default:
+			continue
+		}
+		out = append(out, fmt.Sprintf("operator %s state %q key group %d: %s", k.Operator, k.State, k.KeyGroup, msg))
+		if limit > 0 && len(out) >= limit {
+			break
+		}
+	}
+	return out
+}
