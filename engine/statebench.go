@@ -57,6 +57,7 @@ type MicroResult struct {
 	PerOpOpsMs  float64 `json:"per_op_ops_ms"`
 	EngineOpsMs float64 `json:"engine_ops_ms"`
 	Speedup     float64 `json:"speedup"`
+	CPUSpeedup  float64 `json:"cpu_speedup"`
 }
 
 // MemoryResult is the native memory of n operators sharing one slot after

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"runtime"
 	"time"
 
 	"github.com/linxGnu/grocksdb"
@@ -116,8 +117,10 @@ func microDefs() []microDef {
 	}
 }
 
-func setupMicro(r *microRun, d microDef, a stateAccess) {
-	for k := 0; k < r.nkeys; k++ {
+func setupMicro(r *microRun, d microDef, a stateAccess) { setupMicroRange(r, d, a, 0, r.nkeys) }
+
+func setupMicroRange(r *microRun, d microDef, a stateAccess, lo, hi int) {
+	for k := lo; k < hi; k++ {
 		switch d.kind {
 		case KindValue:
 			a.put(0, r.key(k), r.val)
@@ -131,6 +134,9 @@ func setupMicro(r *microRun, d microDef, a stateAccess) {
 	}
 }
 
+// runMicro runs each micro-benchmark on two instances set up alike, the
+// per-op path and the engine interleaved chunk by chunk (each timed
+// separately, wall and task-thread CPU).
 func runMicro(cfg StateBenchConfig, dir string, note func(string)) ([]MicroResult, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
 	r := &microRun{l: benchLayout, nkeys: cfg.MicroKeys, val: i64key(123456789)}
@@ -138,106 +144,101 @@ func runMicro(cfg StateBenchConfig, dir string, note func(string)) ([]MicroResul
 	for i := range r.pick {
 		r.pick[i] = rng.IntN(cfg.MicroKeys)
 	}
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	var out []MicroResult
 	for _, d := range microDefs() {
-		states := []StateDesc{{Name: "s", Kind: d.kind}}
-		res := MicroResult{Op: d.name}
-		// per-op
-		slot, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+		res, err := runMicroOne(cfg, dir, r, d)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("micro %s: %w", d.name, err)
 		}
-		p, err := openPerRecord(filepath.Join(dir, "micro-"+d.name+"-op"), states, cfg.rocksOptions(slot))
-		if err != nil {
-			slot.Close()
-			return nil, err
-		}
-		setupMicro(r, d, p)
-		start := time.Now()
-		for i := 0; i < cfg.MicroOps; i++ {
-			d.do(r, p, i)
-		}
-		el := time.Since(start)
-		p.close()
-		slot.Close()
-		if p.err != nil {
-			return nil, fmt.Errorf("micro %s: %w", d.name, p.err)
-		}
-		res.PerOpOpsMs = float64(cfg.MicroOps) / float64(el.Milliseconds()+1)
-		res.PerOpOpsMs = float64(cfg.MicroOps) / (float64(el) / float64(time.Millisecond))
-
-		// engine
-		slot, err = NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
-		if err != nil {
-			return nil, err
-		}
-		be, err := OpenRocksDB(filepath.Join(dir, "micro-"+d.name+"-engine"), benchLayout, states, cfg.rocksOptions(slot))
-		if err != nil {
-			slot.Close()
-			return nil, err
-		}
-		op := NewOperator(be, nil)
-		b := op.NewBundle()
-		acc := &bundleAccess{b: b, sts: op.States()}
-		// set-up through bundles of 10k keys
-		for lo := 0; lo < r.nkeys; lo += 10000 {
-			_ = b.Begin(nil)
-			sub := &microRun{l: r.l, nkeys: min(lo+10000, r.nkeys), val: r.val}
-			for k := lo; k < sub.nkeys; k++ {
-				switch d.kind {
-				case KindValue:
-					acc.put(0, r.key(k), r.val)
-				case KindList:
-					acc.put(0, r.key(k), listOf(microMapEntries, r.val))
-				case KindMap:
-					for uk := 0; uk < microMapEntries; uk++ {
-						acc.put(0, r.entry(k, uk), r.val)
-					}
-				}
-			}
-			if err := b.Commit(); err != nil {
-				acc.err = err
-			}
-		}
-		var keys [][]byte
-		st := op.States()[0]
-		start = time.Now()
-		for lo := 0; lo < cfg.MicroOps && acc.err == nil; lo += cfg.BundleSize {
-			hi := min(lo+cfg.BundleSize, cfg.MicroOps)
-			keys = keys[:0]
-			for i := lo; i < hi; i++ {
-				d.keys(r, i, func(k []byte) { keys = append(keys, k) })
-			}
-			if err := b.Begin(nil); err != nil {
-				acc.err = err
-				break
-			}
-			if !d.fresh {
-				if err := b.Hydrate(st, keys); err != nil {
-					acc.err = err
-					break
-				}
-			}
-			for i := lo; i < hi; i++ {
-				d.do(r, acc, i)
-			}
-			if err := b.Commit(); err != nil {
-				acc.err = err
-			}
-		}
-		el = time.Since(start)
-		b.Close()
-		be.Close()
-		slot.Close()
-		if acc.err != nil {
-			return nil, fmt.Errorf("micro %s: %w", d.name, acc.err)
-		}
-		res.EngineOpsMs = float64(cfg.MicroOps) / (float64(el) / float64(time.Millisecond))
-		res.Speedup = res.EngineOpsMs / res.PerOpOpsMs
 		out = append(out, res)
 		note("micro " + d.name)
 	}
 	return out, nil
+}
+
+func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (MicroResult, error) {
+	states := []StateDesc{{Name: "s", Kind: d.kind}}
+	res := MicroResult{Op: d.name}
+	slotP, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+	if err != nil {
+		return res, err
+	}
+	defer slotP.Close()
+	slotE, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+	if err != nil {
+		return res, err
+	}
+	defer slotE.Close()
+	p, err := openPerRecord(filepath.Join(dir, "micro-"+d.name+"-op"), states, cfg.rocksOptions(slotP))
+	if err != nil {
+		return res, err
+	}
+	defer p.close()
+	be, err := OpenRocksDB(filepath.Join(dir, "micro-"+d.name+"-engine"), benchLayout, states, cfg.rocksOptions(slotE))
+	if err != nil {
+		return res, err
+	}
+	defer be.Close()
+	op := NewOperator(be, nil)
+	b := op.NewBundle()
+	defer b.Close()
+	acc := &bundleAccess{b: b, sts: op.States()}
+	setupMicro(r, d, p)
+	for lo := 0; lo < r.nkeys; lo += 10000 {
+		_ = b.Begin(nil)
+		setupMicroRange(r, d, acc, lo, min(lo+10000, r.nkeys))
+		if err := b.Commit(); err != nil {
+			return res, err
+		}
+	}
+	var keys [][]byte
+	st := op.States()[0]
+	var perOp, engine, perOpCPU, engineCPU time.Duration
+	for lo := 0; lo < cfg.MicroOps; lo += cfg.BundleSize {
+		hi := min(lo+cfg.BundleSize, cfg.MicroOps)
+		c0, t0 := threadCPU(), time.Now()
+		for i := lo; i < hi; i++ {
+			d.do(r, p, i)
+		}
+		c1, t1 := threadCPU(), time.Now()
+		keys = keys[:0]
+		for i := lo; i < hi; i++ {
+			d.keys(r, i, func(k []byte) { keys = append(keys, k) })
+		}
+		if err := b.Begin(nil); err != nil {
+			return res, err
+		}
+		if !d.fresh {
+			if err := b.Hydrate(st, keys); err != nil {
+				return res, err
+			}
+		}
+		for i := lo; i < hi; i++ {
+			d.do(r, acc, i)
+		}
+		if err := b.Commit(); err != nil {
+			return res, err
+		}
+		c2, t2 := threadCPU(), time.Now()
+		perOp += t1.Sub(t0)
+		engine += t2.Sub(t1)
+		perOpCPU += c1 - c0
+		engineCPU += c2 - c1
+	}
+	if p.err != nil {
+		return res, p.err
+	}
+	if acc.err != nil {
+		return res, acc.err
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	res.PerOpOpsMs = float64(cfg.MicroOps) / ms(perOp)
+	res.EngineOpsMs = float64(cfg.MicroOps) / ms(engine)
+	res.Speedup = res.EngineOpsMs / res.PerOpOpsMs
+	res.CPUSpeedup = ms(perOpCPU) / ms(engineCPU)
+	return res, nil
 }
 
 func runMemory(cfg StateBenchConfig, dir string) ([]MemoryResult, error) {

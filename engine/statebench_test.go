@@ -151,3 +151,16 @@ func init() {
 		}
 	}
 }
+
+func BenchmarkMicro(b *testing.B) {
+	cfg := StateBenchConfig{BundleSize: benchBundle, MicroKeys: 20000, MicroOps: 50000, ManagedMemory: 256 << 20, Seed: 42}
+	for i := 0; i < b.N; i++ {
+		res, err := runMicro(cfg, b.TempDir(), func(string) {})
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range res {
+			b.Logf("%-12s per-op %7.0f engine %7.0f ops/ms  speedup %.2fx  cpu %.2fx", r.Op, r.PerOpOpsMs, r.EngineOpsMs, r.Speedup, r.CPUSpeedup)
+		}
+	}
+}

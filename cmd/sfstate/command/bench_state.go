@@ -65,9 +65,9 @@ func runBenchState(c *cli.Context) error {
 	fmt.Fprintf(tw, "geomean\t\t\t%.2fx\t%.2fx\t\t\t\n", res.GeomeanSpeedup, res.GeomeanCPU)
 	tw.Flush()
 	fmt.Fprintf(w, "\nFlink state micro-benchmarks (%d keys, %d ops, ops/ms)\n", cfg.MicroKeys, cfg.MicroOps)
-	fmt.Fprintln(tw, "op\tper-op RocksDB\tengine\tspeedup\t")
+	fmt.Fprintln(tw, "op\tper-op RocksDB\tengine\tspeedup\tthread-CPU speedup\t")
 	for _, m := range res.Micro {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2fx\t\n", m.Op, m.PerOpOpsMs, m.EngineOpsMs, m.Speedup)
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2fx\t%.2fx\t\n", m.Op, m.PerOpOpsMs, m.EngineOpsMs, m.Speedup, m.CPUSpeedup)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nNative memory, operators sharing one slot (same write volume)\n")
