@@ -44,6 +44,12 @@ type ReadOptions struct {
 	// (1 byte up to 128, else 2).
 	MaxParallelism int
 	Mode           Mode
+	// End, when > 0, is the offset where the block must end (the next key
+	// group's offset, or the stream size for the last one). Reads never go
+	// past it — with range-read storage this keeps small blocks from
+	// fetching read-ahead they do not need — and an uncompressed block that
+	// ends before End is reported as corrupt.
+	End int64
 }
 
 // Entry is one key/value entry of a key-group block. Byte slices alias
@@ -248,7 +254,15 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 	if len(h.States) == 0 {
 		return r.errAt(0, fmt.Errorf("%w: block present but header lists no states", binfmt.ErrCorrupt))
 	}
-	sec := io.NewSectionReader(src, off, size-off)
+	limit := size
+	if o.End > 0 {
+		if o.End <= off || o.End > size {
+			return &Error{File: name, KeyGroup: keyGroup, Offset: off, BlockPos: -1, Err: fmt.Errorf("%w: block end %d outside (%d, %d]", binfmt.ErrCorrupt, o.End, off, size)}
+		}
+		limit = o.End
+	}
+	r.size = limit
+	sec := io.NewSectionReader(src, off, limit-off)
 	if r.br == nil {
 		r.br = bufio.NewReaderSize(sec, blockBufferBytes)
 	} else {
@@ -322,6 +336,9 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 				return err
 			}
 			if next == endOfKeyGroup {
+				if o.End > 0 && !r.compress && r.off+r.pos != o.End {
+					return r.errAt(r.pos, fmt.Errorf("%w: %d bytes between the end of key group %d and the next block", binfmt.ErrCorrupt, o.End-r.off-r.pos, keyGroup))
+				}
 				return nil
 			}
 			id = next

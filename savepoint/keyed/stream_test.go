@@ -326,3 +326,38 @@ func TestUnsupportedSerializersReportedRaw(t *testing.T) {
 		t.Fatalf("got\n%s", strings.Join(got, "\n"))
 	}
 }
+
+func TestBlockEnd(t *testing.T) {
+	data, offs, n := sqlStream(false, 128, 8, 3)
+	h, _, err := ReadHeader(bytes.NewReader(data), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kgs := sortedKGs(offs)
+	count := 0
+	for i, kg := range kgs {
+		end := int64(len(data))
+		if i+1 < len(kgs) {
+			end = offs[kgs[i+1]]
+		}
+		err := ReadKeyGroupWith(bytes.NewReader(data), int64(len(data)), "s", h, kg, offs[kg], ReadOptions{MaxParallelism: 128, End: end}, func(*Entry) error { count++; return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		// An end one byte later means a byte would be left unread.
+		if i+1 < len(kgs) {
+			err = ReadKeyGroupWith(bytes.NewReader(data), int64(len(data)), "s", h, kg, offs[kg], ReadOptions{MaxParallelism: 128, End: end + 1}, func(*Entry) error { return nil })
+			if err == nil || !strings.Contains(err.Error(), "between the end") {
+				t.Fatalf("loose end: %v", err)
+			}
+		}
+		// An end inside the block truncates it.
+		err = ReadKeyGroupWith(bytes.NewReader(data), int64(len(data)), "s", h, kg, offs[kg], ReadOptions{MaxParallelism: 128, End: end - 1}, func(*Entry) error { return nil })
+		if err == nil {
+			t.Fatal("short end accepted")
+		}
+	}
+	if count != n {
+		t.Fatalf("%d entries, want %d", count, n)
+	}
+}
