@@ -1,0 +1,117 @@
+package checkpoint
+
+import (
+	"crypto/md5"
+	"crypto/rand"
+	"fmt"
+	"strings"
+
+	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/flinkwrite"
+)
+
+// DefaultOperatorID is the operator id written when Options.OperatorID is
+// zero: the MD5 of "sfstate-engine", as Flink derives ids from uids.
+var DefaultOperatorID = savepoint.OperatorID(md5.Sum([]byte("sfstate-engine")))
+
+// ByteArrayStateMeta describes a state with byte-array serializers: the
+// key, namespace, value (list element, map user key and user value) are
+// the engine's opaque stored bytes. It is the default for the meta-state
+// stream; pass Options.StateMeta to describe real types.
+func ByteArrayStateMeta(s engine.StateDesc) (flinkwrite.StateMetaInfo, error) {
+	b := flinkwrite.BytesSnapshot
+	switch s.Kind {
+	case engine.KindValue:
+		return flinkwrite.KeyedStateMeta(s.Name, flinkwrite.KindValue, b, b), nil
+	case engine.KindList:
+		return flinkwrite.KeyedStateMeta(s.Name, flinkwrite.KindList, b, flinkwrite.ListSnapshot(b)), nil
+	case engine.KindMap, engine.KindMultiset:
+		return flinkwrite.KeyedStateMeta(s.Name, flinkwrite.KindMap, b, flinkwrite.MapSnapshot(b, b)), nil
+	case engine.KindPriorityQueue:
+		return flinkwrite.TimerStateMeta(s.Name, flinkwrite.TimerSnapshot(b, b)), nil
+	}
+	return flinkwrite.StateMetaInfo{}, fmt.Errorf("checkpoint: state %q has unknown kind %v", s.Name, s.Kind)
+}
+
+// metaStream is the KeyedBackendSerializationProxy header of a native
+// checkpoint: the states in state-id order (column family order).
+func metaStream(states []engine.StateDesc, o *Options) ([]byte, error) {
+	h := flinkwrite.Header{KeySerializer: o.KeySerializer}
+	if h.KeySerializer == nil {
+		h.KeySerializer = flinkwrite.BytesSnapshot
+	}
+	describe := o.StateMeta
+	if describe == nil {
+		describe = ByteArrayStateMeta
+	}
+	for _, s := range states {
+		m, err := describe(s)
+		if err != nil {
+			return nil, err
+		}
+		h.States = append(h.States, m)
+	}
+	return flinkwrite.AppendHeader(nil, h)
+}
+
+// storeURI is the store root as a URI prefix for absolute handles.
+func storeURI(s string) string {
+	s = strings.TrimSuffix(s, "/")
+	if strings.Contains(s, "://") || strings.HasPrefix(s, "mem:") {
+		return s
+	}
+	return "file:" + s
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// buildMetadata is the `_metadata` of a checkpoint: one operator, one tag 11
+// IncrementalRemoteKeyedStateHandle per subtask. Shared SST files are
+// absolute file handles (as Flink writes shared-scope files), private files
+// relative to chk-<id>/, the meta-state stream inline.
+func buildMetadata(m *Manifest, o *Options, storeName string, meta []byte, uploaded []int64) ([]byte, error) {
+	opID := o.OperatorID
+	if opID == (savepoint.OperatorID{}) {
+		opID = DefaultOperatorID
+	}
+	parallelism := 0
+	for _, s := range m.Subtasks {
+		if s.Index+1 > parallelism {
+			parallelism = s.Index + 1
+		}
+	}
+	op := &savepoint.OperatorState{ID: opID, Parallelism: int32(parallelism), MaxParallelism: int32(m.MaxParallelism)}
+	root := storeURI(storeName)
+	dir := Dir(m.CheckpointID) + "/"
+	for i, s := range m.Subtasks {
+		h := &savepoint.IncrementalHandle{
+			Tag:              savepoint.TagIncrementalKeyGroupsV2,
+			CheckpointID:     m.CheckpointID,
+			BackendID:        s.BackendID,
+			StartKeyGroup:    int32(s.StartKeyGroup),
+			NumKeyGroups:     int32(s.EndKeyGroup - s.StartKeyGroup + 1),
+			CheckpointedSize: uploaded[i],
+			Meta: &savepoint.StreamHandle{Tag: savepoint.TagByteStream,
+				Name: root + "/" + dir + fmt.Sprintf("task-%d/_meta", s.Index), Data: meta},
+			StateHandleID: newUUID(),
+		}
+		for _, f := range s.Shared {
+			h.Shared = append(h.Shared, savepoint.NamedStream{Name: f.Name,
+				Handle: &savepoint.StreamHandle{Tag: savepoint.TagFile, Path: root + "/" + f.Key, Size: f.Size}})
+		}
+		for _, f := range s.Private {
+			h.Private = append(h.Private, savepoint.NamedStream{Name: f.Name,
+				Handle: &savepoint.StreamHandle{Tag: savepoint.TagRelativeFile, Path: strings.TrimPrefix(f.Key, dir), Size: f.Size}})
+		}
+		op.Subtasks = append(op.Subtasks, &savepoint.SubtaskState{Index: s.Index, ManagedKeyed: h})
+	}
+	md := &savepoint.Metadata{Version: 3, CheckpointID: m.CheckpointID, Operators: []*savepoint.OperatorState{op}}
+	return savepoint.EncodeMetadata(md)
+}

@@ -1,0 +1,326 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/s3"
+)
+
+// RestoreOptions configures Restore.
+type RestoreOptions struct {
+	// Parallel bounds concurrent downloads; default 8.
+	Parallel int
+	// Rocks are the options of the restored backend.
+	Rocks engine.RocksOptions
+	// WholeHandles downloads every file of each overlapping subtask instead
+	// of only the SST files whose key groups overlap the range (for
+	// comparison in benchmarks).
+	WholeHandles bool
+}
+
+// RestoreStats describes a restore.
+type RestoreStats struct {
+	// Handles is the number of old subtasks whose range overlaps.
+	Handles int
+	// FilesDownloaded / BytesDownloaded: objects fetched (SST and private);
+	// FilesSkipped / BytesSkipped: SST files of overlapping subtasks that
+	// hold no key group of the range and were not fetched.
+	FilesDownloaded, FilesSkipped int
+	BytesDownloaded, BytesSkipped int64
+	// Imported counts subtasks rebuilt from a subset of their SST files;
+	// Opened those restored from all their files.
+	Imported, Opened int
+	// KeysCopied counts entries copied from non-base subtasks (scale-in).
+	KeysCopied int64
+	Duration   time.Duration
+}
+
+// Restore rebuilds the state of key groups rng from completed checkpoint
+// id into a new RocksDB backend in dir (which must not exist) and returns
+// it open, with layout (checkpoint's max parallelism, rng) and the
+// checkpoint's states.
+//
+// Like Flink's RocksDB restore: the old subtask with the largest overlap is
+// the base. Only its SST files that may hold key groups of rng are fetched
+// when they can be imported as one LSM (else all its files, and the
+// checkpoint's own MANIFEST is used); keys outside rng are then removed
+// with DeleteRange. Every other overlapping subtask (scale-in) is rebuilt
+// the same way in a temporary directory and its keys in rng are copied
+// into the base. Downloads are parallel, bounded, and verified against the
+// recorded size and CRC-32C.
+func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRange, dir string, opts RestoreOptions) (engine.Backend, *RestoreStats, error) {
+	start := time.Now()
+	if _, err := st.Stat(ctx, MetadataKey(id)); err != nil {
+		return nil, nil, fmt.Errorf("checkpoint %d is not complete in %s: %w", id, st.String(), err)
+	}
+	m, err := ReadManifest(ctx, st, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	layout := engine.Layout{MaxParallelism: m.MaxParallelism, Range: rng}
+	if err := layout.Validate(); err != nil {
+		return nil, nil, fmt.Errorf("checkpoint %d: restore range: %w", id, err)
+	}
+	states, err := m.stateDescs()
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint %d: %w", id, err)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		return nil, nil, fmt.Errorf("checkpoint %d: restore directory %s exists", id, dir)
+	}
+	var handles []*Subtask
+	for i := range m.Subtasks {
+		s := &m.Subtasks[i]
+		if s.StartKeyGroup <= rng.End && s.EndKeyGroup >= rng.Start {
+			handles = append(handles, s)
+		}
+	}
+	overlap := func(s *Subtask) int { return min(s.EndKeyGroup, rng.End) - max(s.StartKeyGroup, rng.Start) + 1 }
+	sort.SliceStable(handles, func(i, j int) bool { return overlap(handles[i]) > overlap(handles[j]) })
+	stats := &RestoreStats{Handles: len(handles)}
+	r := &restorer{ctx: ctx, st: st, id: id, rng: rng, opts: opts, stats: stats, states: states, maxPar: m.MaxParallelism}
+	var b engine.Backend
+	ok := false
+	defer func() {
+		if !ok {
+			if b != nil {
+				b.Close()
+			}
+			os.RemoveAll(dir)
+		}
+	}()
+	if len(handles) == 0 {
+		b, err = engine.OpenRocksDB(dir, layout, states, opts.Rocks)
+	} else {
+		if err = r.materialize(handles[0], dir); err == nil {
+			b, err = engine.OpenRocksDB(dir, layout, states, opts.Rocks)
+		}
+		if err == nil {
+			err = clip(b, layout)
+		}
+		for i, h := range handles[1:] {
+			if err != nil {
+				break
+			}
+			err = r.copyFrom(h, b, fmt.Sprintf("%s.restore-%d", dir, i+1))
+		}
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("checkpoint %d: restore of key groups [%d, %d]: %w", id, rng.Start, rng.End, err)
+	}
+	ok = true
+	stats.Duration = time.Since(start)
+	return b, stats, nil
+}
+
+func (m *Manifest) stateDescs() ([]engine.StateDesc, error) {
+	var out []engine.StateDesc
+	for _, s := range m.States {
+		k, err := kindOf(s.Kind)
+		if err != nil {
+			return nil, fmt.Errorf("state %q: %w", s.Name, err)
+		}
+		if s.TTLMillis < 0 {
+			return nil, fmt.Errorf("state %q: negative TTL", s.Name)
+		}
+		out = append(out, engine.StateDesc{Name: s.Name, Kind: k, TTL: time.Duration(s.TTLMillis) * time.Millisecond})
+	}
+	return out, nil
+}
+
+func kindOf(s string) (engine.Kind, error) {
+	for k := engine.KindValue; k <= engine.KindPriorityQueue; k++ {
+		if k.String() == s {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown state kind %q", s)
+}
+
+type restorer struct {
+	ctx    context.Context
+	st     s3.Storage
+	id     int64
+	rng    engine.KeyGroupRange
+	opts   RestoreOptions
+	stats  *RestoreStats
+	states []engine.StateDesc
+	maxPar int
+}
+
+// materialize builds old subtask h's RocksDB directory in dir: from the SST
+// files overlapping the range when they can be imported, else from all its
+// files.
+func (r *restorer) materialize(h *Subtask, dir string) error {
+	var need []SSTEntry
+	var skipped int64
+	for _, f := range h.Shared {
+		if f.Overlaps(r.rng.Start, r.rng.End) {
+			need = append(need, f)
+		} else {
+			skipped += f.Size
+		}
+	}
+	if !r.opts.WholeHandles && len(need) < len(h.Shared) {
+		files := make([]engine.SSTFile, len(need))
+		for i, f := range need {
+			files[i] = f.sst()
+		}
+		if engine.CheckImportable(files) == nil {
+			tmp := dir + ".sst"
+			defer os.RemoveAll(tmp)
+			objs := make([]Object, len(need))
+			for i, f := range need {
+				objs[i] = f.Object
+			}
+			if err := r.download(objs, tmp); err != nil {
+				return err
+			}
+			if err := engine.ImportSSTFiles(dir, tmp, files); err != nil {
+				return fmt.Errorf("subtask %d: %w", h.Index, err)
+			}
+			r.stats.Imported++
+			r.stats.FilesSkipped += len(h.Shared) - len(need)
+			r.stats.BytesSkipped += skipped
+			return nil
+		}
+	}
+	objs := append([]Object(nil), h.Private...)
+	for _, f := range h.Shared {
+		objs = append(objs, f.Object)
+	}
+	if err := r.download(objs, dir); err != nil {
+		return err
+	}
+	r.stats.Opened++
+	return nil
+}
+
+// download fetches objs into dir (created) under their local names,
+// verifying size and CRC-32C; parallel and bounded.
+func (r *restorer) download(objs []Object, dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(r.ctx)
+	p := r.opts.Parallel
+	if p < 1 {
+		p = 8
+	}
+	g.SetLimit(p)
+	var files, bytes atomic.Int64
+	for _, o := range objs {
+		o := o
+		g.Go(func() error {
+			if err := fetch(ctx, r.st, o, filepath.Join(dir, o.Name)); err != nil {
+				return err
+			}
+			files.Add(1)
+			bytes.Add(o.Size)
+			return nil
+		})
+	}
+	err := g.Wait()
+	r.stats.FilesDownloaded += int(files.Load())
+	r.stats.BytesDownloaded += bytes.Load()
+	return err
+}
+
+// ErrCorrupt marks a downloaded object whose size or CRC-32C differs from
+// the manifest.
+var ErrCorrupt = errors.New("checkpoint: object does not match its recorded size and CRC-32C")
+
+func fetch(ctx context.Context, st s3.Storage, o Object, dst string) error {
+	rc, err := st.Get(ctx, o.Key)
+	if err != nil {
+		return fmt.Errorf("download %s: %w", o.Key, err)
+	}
+	defer rc.Close()
+	tmp := dst + ".part"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(f, s3.VerifyingReader(io.LimitReader(rc, o.Size+1), o.Size, o.CRC))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && n != o.Size {
+		err = fmt.Errorf("%d bytes, want %d", n, o.Size)
+	}
+	if err != nil {
+		os.Remove(tmp)
+		if errors.Is(err, s3.ErrIntegrity) || !s3.IsTransient(err) {
+			return fmt.Errorf("%w: %s (%s in %s): %v", ErrCorrupt, o.Key, o.Name, st.String(), err)
+		}
+		return fmt.Errorf("download %s: %w", o.Key, err)
+	}
+	return os.Rename(tmp, dst)
+}
+
+// clip deletes every key outside the layout's range from every state.
+func clip(b engine.Backend, l engine.Layout) error {
+	for st := range b.States() {
+		if l.Range.Start > 0 {
+			lo, hi := l.RangeBounds(0, l.Range.Start-1)
+			if err := b.DeleteRange(st, lo, hi); err != nil {
+				return err
+			}
+		}
+		if l.Range.End+1 < l.MaxParallelism {
+			lo, hi := l.RangeBounds(l.Range.End+1, l.MaxParallelism-1)
+			if err := b.DeleteRange(st, lo, hi); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// copyFrom rebuilds old subtask h in tmp and copies its keys in range into dst.
+func (r *restorer) copyFrom(h *Subtask, dst engine.Backend, tmp string) error {
+	defer os.RemoveAll(tmp)
+	if err := r.materialize(h, tmp); err != nil {
+		return err
+	}
+	src, err := engine.OpenRocksDB(tmp, engine.Layout{MaxParallelism: r.maxPar, Range: engine.KeyGroupRange{Start: h.StartKeyGroup, End: h.EndKeyGroup}}, r.states, engine.RocksOptions{})
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	lo, hi := dst.Layout().RangeBounds(max(h.StartKeyGroup, r.rng.Start), min(h.EndKeyGroup, r.rng.End))
+	batch := dst.NewBatch()
+	defer batch.Close()
+	for st := range r.states {
+		var cerr error
+		err := src.Scan(st, lo, hi, func(k, v []byte) bool {
+			batch.Put(st, k, v)
+			r.stats.KeysCopied++
+			if batch.Len() >= 4096 {
+				cerr = batch.Commit()
+			}
+			return cerr == nil
+		})
+		if err == nil {
+			err = cerr
+		}
+		if err == nil {
+			err = batch.Commit()
+		}
+		if err != nil {
+			return fmt.Errorf("copy subtask %d: %w", h.Index, err)
+		}
+	}
+	return nil
+}
