@@ -267,3 +267,25 @@ func TestSnapshotRawReparses(t *testing.T) {
 		}
 	}
 }
+
+func TestExternalSerializerDataType(t *testing.T) {
+	fixtures.Require(t)
+	_, hs := decodeFixture(t, "sql-rocksdb-canonical-udagg-liststate-mapstate")
+	n := 0
+	for _, h := range hs {
+		for _, st := range h.States {
+			walkSnapshots(st.Value, func(s *serde.Snapshot) {
+				if s.Class != serde.ClassExternal {
+					return
+				}
+				n++
+				if len(s.Types) != 1 || (s.Types[0].Root != "VARCHAR" && s.Types[0].Root != "BOOLEAN") {
+					t.Errorf("external data type %+v", s.Types)
+				}
+			})
+		}
+	}
+	if n != 3 {
+		t.Fatalf("%d external serializers, want 3", n)
+	}
+}

@@ -415,6 +415,15 @@ func readComposite(d *binfmt.Decbuf, s *Snapshot, depth int) {
 	case outerExternal:
 		if js := readJava(d); js != nil {
 			s.JavaStreams = append(s.JavaStreams, js)
+			// The DataType's logical type, when it can be recovered.
+			if o, ok := js.First().(*javaser.Object); ok {
+				if lo := o.Object("logicalType"); lo != nil {
+					if lt, err := logicalFromObject(lo, 0); err == nil {
+						lt.Java = js
+						s.Types = []*LogicalType{lt}
+					}
+				}
+			}
 		}
 		s.IsInternalInput = d.Bool()
 	}
