@@ -364,6 +364,12 @@ func runConformance(t *testing.T, st s3.Storage, c conformance) {
 		if _, err := st.Stat(ctx, "nf/dir"); !s3.IsNotExist(err) {
 			t.Fatalf("stat of directory prefix: %v", err)
 		}
+		if _, err := st.Get(ctx, "nf/dir"); !s3.IsNotExist(err) {
+			t.Fatalf("get of directory prefix: %v", err)
+		}
+		if _, err := st.GetRange(ctx, "nf/dir", 0, 1); !s3.IsNotExist(err) {
+			t.Fatalf("range of directory prefix: %v", err)
+		}
 	})
 
 	t.Run("DeleteIdempotent", func(t *testing.T) {

@@ -267,6 +267,11 @@ func (s *S3) get(ctx context.Context, key string, off, n int64, ranged bool) (io
 		}
 		return nil, fmt.Errorf("%s: get %s: %w", s.name, key, err)
 	}
+	if strings.HasSuffix(aws.ToString(out.ContentType), "x-directory") {
+		out.Body.Close()
+		cancel()
+		return nil, fmt.Errorf("%s: get %s: %w (a directory)", s.name, key, ErrNotExist)
+	}
 	want := aws.ToInt64(out.ContentLength)
 	if out.ContentLength == nil {
 		want = -1
@@ -388,10 +393,16 @@ func (s *S3) put(ctx context.Context, key string, r io.Reader, size int64, ifAbs
 	if err != nil {
 		return err
 	}
-	if size > s.opts.PartSize*maxParts {
-		return fmt.Errorf("%w: %s: put %s: %d bytes exceed %d parts of %d", ErrPermanent, s.name, key, size, maxParts, s.opts.PartSize)
+	partSize := s.opts.PartSize
+	if size > partSize*maxParts {
+		// Known large size: grow parts (rounded to MiB) to stay within
+		// the 10000-part limit.
+		partSize = ((size+maxParts-1)/maxParts + 1<<20 - 1) &^ (1<<20 - 1)
 	}
-	ps := s.opts.PartSize
+	if partSize > 5<<30 {
+		return fmt.Errorf("%w: %s: put %s: %d bytes exceed the S3 object size limit", ErrPermanent, s.name, key, size)
+	}
+	ps := partSize
 	if size >= 0 && size < ps {
 		ps = size
 	}
@@ -415,7 +426,7 @@ func (s *S3) put(ctx context.Context, key string, r io.Reader, size int64, ifAbs
 		}
 		return s.putSingle(ctx, key, fk, first[:n], ifAbsent)
 	}
-	return s.putMultipart(ctx, key, fk, first, r, size, ifAbsent)
+	return s.putMultipart(ctx, key, fk, first, r, size, partSize, ifAbsent)
 }
 
 // progressReader is a seekable in-memory body that kicks a watchdog.
@@ -458,7 +469,7 @@ func (s *S3) putSingle(ctx context.Context, key, fk string, data []byte, ifAbsen
 	return nil
 }
 
-func (s *S3) putMultipart(ctx context.Context, key, fk string, first []byte, r io.Reader, size int64, ifAbsent bool) error {
+func (s *S3) putMultipart(ctx context.Context, key, fk string, first []byte, r io.Reader, size, partSize int64, ifAbsent bool) error {
 	var uploadID *string
 	err := s.retry(ctx, "create_multipart", key, func() error {
 		out, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: &fk,
@@ -471,7 +482,7 @@ func (s *S3) putMultipart(ctx context.Context, key, fk string, first []byte, r i
 	if err != nil {
 		return fmt.Errorf("%s: put %s: create multipart upload: %w", s.name, key, err)
 	}
-	err = s.uploadParts(ctx, key, fk, uploadID, first, r, size, ifAbsent)
+	err = s.uploadParts(ctx, key, fk, uploadID, first, r, size, partSize, ifAbsent)
 	if err == nil {
 		return nil
 	}
@@ -491,7 +502,7 @@ func (s *S3) putMultipart(ctx context.Context, key, fk string, first []byte, r i
 	return fmt.Errorf("%s: put %s: %w", s.name, key, err)
 }
 
-func (s *S3) uploadParts(ctx context.Context, key, fk string, uploadID *string, first []byte, r io.Reader, size int64, ifAbsent bool) error {
+func (s *S3) uploadParts(ctx context.Context, key, fk string, uploadID *string, first []byte, r io.Reader, size, partSize int64, ifAbsent bool) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	var (
@@ -507,7 +518,7 @@ func (s *S3) uploadParts(ctx context.Context, key, fk string, uploadID *string, 
 	buf, n, eof := first, len(first), false
 	for num := int32(1); ; num++ {
 		if num > maxParts {
-			cancel(fmt.Errorf("%w: more than %d parts of %d bytes", ErrPermanent, maxParts, s.opts.PartSize))
+			cancel(fmt.Errorf("%w: more than %d parts of %d bytes (give the size to Put for larger objects)", ErrPermanent, maxParts, partSize))
 			break
 		}
 		total += int64(n)
@@ -554,7 +565,7 @@ func (s *S3) uploadParts(ctx context.Context, key, fk string, uploadID *string, 
 		case buf = <-free:
 		default:
 			if allocated < conc+1 {
-				buf = make([]byte, s.opts.PartSize)
+				buf = make([]byte, partSize)
 				allocated++
 			} else {
 				select {

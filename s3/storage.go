@@ -1,10 +1,3 @@
-// Package s3 is sfstate's storage layer: one small interface over object
-// keys, implemented for local directories and S3-compatible object stores,
-// plus wrappers (retry, concurrency limit, counters). It knows nothing about
-// Flink formats.
-//
-// Keys are slash-separated, relative to the store's root (a directory or an
-// s3://bucket/prefix). A key never starts with "/" and never contains "..".
 package s3
 
 import (

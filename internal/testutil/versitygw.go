@@ -106,9 +106,13 @@ func (s *S3Server) Close() {
 	}
 }
 
-// Options returns S3Options that reach this server at endpoint (pass ""
-// for the server's own; a proxy's address otherwise), merged over base.
+// Options returns S3Options that reach this server at endpoint (a proxy's
+// URL; "" means base.Endpoint if set, else the server's own), with its
+// credentials, region and path-style addressing, merged over base.
 func (s *S3Server) Options(endpoint string, base s3.S3Options) s3.S3Options {
+	if endpoint == "" {
+		endpoint = base.Endpoint
+	}
 	if endpoint == "" {
 		endpoint = s.Endpoint
 	}
@@ -119,7 +123,8 @@ func (s *S3Server) Options(endpoint string, base s3.S3Options) s3.S3Options {
 	return base
 }
 
-// NewStore returns a store rooted at s3://Bucket/prefix on this server.
+// NewStore returns a store rooted at s3://Bucket/prefix on this server
+// (or at opts.Endpoint, e.g. a Toxiproxy proxy in front of it).
 func (s *S3Server) NewStore(ctx context.Context, prefix string, opts s3.S3Options) (*s3.S3, error) {
 	return s3.NewS3(ctx, s.Bucket, prefix, s.Options("", opts))
 }
