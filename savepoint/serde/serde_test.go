@@ -437,3 +437,44 @@ func TestPojoAndKryoSnapshots(t *testing.T) {
 		t.Fatalf("kryo: %v %d %s", err, n, s)
 	}
 }
+
+func TestLinkedListNullMask(t *testing.T) {
+	snap := func(outerVersion int32, outer []byte) []byte {
+		var e binfmt.Encbuf
+		e.PutI32(2)
+		_ = e.PutUTF(ClassLinkedList)
+		e.PutI32(3)
+		e.PutI32(CompositeMagic)
+		e.PutI32(outerVersion)
+		e.PutBytes(outer)
+		e.PutI32(NestedMagic)
+		e.PutI32(1)
+		e.PutI32(1)
+		_ = e.PutUTF(ClassInt)
+		e.PutI32(3)
+		return e.B
+	}
+	// [7, null, 9]: size 3, mask 0b010_00000, then the two non-null ints.
+	masked := []byte{0, 0, 0, 3, 0x40, 0, 0, 0, 7, 0, 0, 0, 9}
+	plain := []byte{0, 0, 0, 2, 0, 0, 0, 7, 0, 0, 0, 9}
+	for _, c := range []struct {
+		outerVersion int32
+		outer        []byte
+		data         []byte
+		want         string
+	}{
+		{1, nil, plain, `[7,9]`},
+		{2, nil, masked, `[7,null,9]`},
+		{3, []byte{1}, masked, `[7,null,9]`},
+		{3, []byte{0}, plain, `[7,9]`},
+	} {
+		s, n, err := ParseSnapshot(snap(c.outerVersion, c.outer), 0)
+		if err != nil || n != len(snap(c.outerVersion, c.outer)) {
+			t.Fatalf("outer %d: %v", c.outerVersion, err)
+		}
+		v, err := DecodeAll(NewDecoder(s), c.data, 0)
+		if err != nil || jsonOf(t, v) != c.want {
+			t.Fatalf("outer %d: %s %v", c.outerVersion, jsonOf(t, v), err)
+		}
+	}
+}

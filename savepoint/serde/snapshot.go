@@ -409,7 +409,12 @@ func readComposite(d *binfmt.Decbuf, s *Snapshot, depth int) {
 	case outerUTF:
 		s.TupleClass = d.UTF()
 	case outerLinkedList:
-		if s.OuterVersion >= 2 {
+		// Outer version 1: no null mask; 2: always a mask (not recorded);
+		// 3+: a recorded flag.
+		switch {
+		case s.OuterVersion == 2:
+			s.HasNullMask = true
+		case s.OuterVersion > 2:
 			s.HasNullMask = d.Bool()
 		}
 	case outerExternal:
