@@ -2,6 +2,7 @@ package keyed
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"os"
@@ -359,5 +360,53 @@ func TestBlockEnd(t *testing.T) {
 	}
 	if count != n {
 		t.Fatalf("%d entries, want %d", count, n)
+	}
+}
+
+func TestArrayAndMapDataValues(t *testing.T) {
+	intBlob := javaLogicalType("IntType", "INTEGER", true, 0, false)
+	strBlob := javaLogicalType("VarCharType", "VARCHAR", true, 1<<31-1, true)
+	// The serializer objects are opaque Java streams to the reader; any
+	// valid stream stands in for them here.
+	arraySnap := versioned(serde.ClassArrayData, 3, intBlob, intBlob)
+	mapSnap := versioned(serde.ClassMapData, 3, strBlob, intBlob, strBlob, intBlob)
+	voidNS := simpleSnap(serde.ClassVoid)
+	hdr := headerBytes(false, simpleSnap(serde.ClassInt),
+		kvState("arr", "VALUE", voidNS, arraySnap),
+		kvState("map", "VALUE", voidNS, mapSnap))
+	le32 := func(v uint32) []byte { return binary.LittleEndian.AppendUint32(nil, v) }
+	arr := append(le32(3), 0x02, 0, 0, 0)
+	arr = append(arr, le32(1)...)
+	arr = append(arr, le32(0)...)
+	arr = append(arr, le32(3)...)
+	keys := append(le32(1), 0, 0, 0, 0)
+	keys = append(keys, 'k', 0, 0, 0, 0, 0, 0, 0x81)
+	vals := append(le32(1), 0, 0, 0, 0)
+	vals = append(vals, le32(5)...)
+	m := append(le32(uint32(len(keys))), keys...)
+	m = append(m, vals...)
+	withLen := func(b []byte) []byte { return append(binary.BigEndian.AppendUint32(nil, uint32(len(b))), b...) }
+	key := []byte{9, 0, 0, 0, 1, 0}
+	data, offs := buildStream(hdr, false, 128, []synthEntry{
+		{kg: 9, state: 0, key: key, value: withLen(arr)},
+		{kg: 9, state: 1, key: key, value: withLen(m)},
+	})
+	h, _, err := ReadHeader(bytes.NewReader(data), "s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.States[0].Value.String() != "ARRAY<INT>" || h.States[1].Value.String() != "MAP<STRING, INT>" {
+		t.Fatalf("types %s %s", h.States[0].Value, h.States[1].Value)
+	}
+	var got []string
+	err = readAll(t, data, 128, offs, ModeDecode, func(e *Entry) {
+		b, _ := json.Marshal(e.Value)
+		got = append(got, string(b))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(got, " ") != `[1,null,3] [{"key":"k","value":5}]` {
+		t.Fatalf("got %v", got)
 	}
 }

@@ -61,6 +61,8 @@ const (
 	kLinkedList
 	kRawValue
 	kPojo
+	kArrayData
+	kMapData
 )
 
 type decoder struct {
@@ -187,6 +189,14 @@ func build(s *Snapshot, depth int) *decoder {
 	case ClassPojo:
 		dc.k = kPojo
 		dc.kids = kids()
+	case ClassArrayData:
+		if len(s.Types) == 1 {
+			dc.k, dc.types = kArrayData, s.Types
+		}
+	case ClassMapData:
+		if len(s.Types) == 2 {
+			dc.k, dc.types = kMapData, s.Types
+		}
 	}
 	return dc
 }
@@ -220,7 +230,7 @@ func (dc *decoder) Skip(d *binfmt.Decbuf) {
 	case kStringData, kBytes, kRawValue:
 		n := d.Count("byte length", math.MaxInt32, 1)
 		d.Skip(n)
-	case kRowData, kBinaryRow:
+	case kRowData, kBinaryRow, kArrayData, kMapData:
 		n := d.Count("row size", math.MaxInt32, 1)
 		d.Skip(n)
 	case kTuple, kTTL, kTimer:
@@ -388,6 +398,25 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 		return t
 	case kPojo:
 		return dc.decodePojo(d)
+	case kArrayData, kMapData:
+		at := d.Offset()
+		n := d.Count("binary array/map size", math.MaxInt32, 1)
+		b := d.Bytes(n)
+		if d.Err() != nil {
+			return nil
+		}
+		var v Value
+		var err error
+		if dc.k == kArrayData {
+			v, err = decodeArray(dc.types[0], b, at+4, 0)
+		} else {
+			v, err = decodeMap(dc.types[0], dc.types[1], b, at+4, 0)
+		}
+		if err != nil {
+			d.Fail(err)
+			return nil
+		}
+		return v
 	case kRawValue:
 		n := d.Count("raw value length", math.MaxInt32, 1)
 		b := d.Bytes(n)

@@ -144,7 +144,7 @@ const (
 	ClassRawValue    = "org.apache.flink.table.runtime.typeutils.RawValueDataSerializer$RawValueDataSerializerSnapshot"
 	ClassWindowKey   = "org.apache.flink.table.runtime.typeutils.WindowKeySerializer$WindowKeySerializerSnapshot"
 	ClassArrayData   = "org.apache.flink.table.runtime.typeutils.ArrayDataSerializer$ArrayDataSerializerSnapshot"
-	ClassMapData     = "org.apache.flink.table.runtime.typeutils.MapDataSerializer$BaseMapSerializerSnapshot"
+	ClassMapData     = "org.apache.flink.table.runtime.typeutils.MapDataSerializer$MapDataSerializerSnapshot"
 	ClassSortedMap   = "org.apache.flink.table.runtime.typeutils.SortedMapSerializerSnapshot"
 	ClassPojo        = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
 	ClassKryo        = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
@@ -359,8 +359,24 @@ func readVersioned(d *binfmt.Decbuf, depth int) *Snapshot {
 			s.Nested = []*Snapshot{n}
 		}
 	case bodyJavaStreams:
+		// ArrayData: element type, element serializer; MapData: key type,
+		// value type, key serializer, value serializer — each its own
+		// object stream.
 		for i := 0; i < javaStreamCount[s.Class] && d.Err() == nil; i++ {
-			readJava(d)
+			if js := readJava(d); js != nil {
+				s.JavaStreams = append(s.JavaStreams, js)
+			}
+		}
+		if d.Err() == nil {
+			nt := javaStreamCount[s.Class] / 2
+			for _, js := range s.JavaStreams[:nt] {
+				lt, err := LogicalTypeFromJava(js)
+				if err != nil {
+					s.Types = nil
+					break
+				}
+				s.Types = append(s.Types, lt)
+			}
 		}
 	case bodySortedMap:
 		readJava(d) // comparator
@@ -660,6 +676,14 @@ func (s *Snapshot) String() string {
 		return fmt.Sprintf("DECIMAL(%d, %d)", s.Precision, s.Scale)
 	case ClassTimestamp:
 		return fmt.Sprintf("TIMESTAMP(%d)", s.Precision)
+	case ClassArrayData:
+		if len(s.Types) == 1 {
+			return "ARRAY<" + s.Types[0].String() + ">"
+		}
+	case ClassMapData:
+		if len(s.Types) == 2 {
+			return "MAP<" + s.Types[0].String() + ", " + s.Types[1].String() + ">"
+		}
 	case ClassPojo:
 		parts := make([]string, len(s.Nested))
 		for i, n := range s.Nested {
