@@ -158,11 +158,15 @@ func build(s *Snapshot, depth int) *decoder {
 		if (dc.k == kTTL || dc.k == kTimer) && len(dc.kids) != 2 {
 			dc.k = kRaw
 		}
-	case ClassList, ClassMap:
+	case ClassList, ClassMap, ClassSortedMap:
 		dc.kids = kids()
 		dc.k = kList
-		if s.Class == ClassMap {
+		if s.Class != ClassList {
+			// SortedMapSerializer shares MapSerializer's format.
 			dc.k = kMap
+		}
+		if len(dc.kids) != map[bool]int{true: 1, false: 2}[dc.k == kList] {
+			dc.k = kRaw
 		}
 	case ClassLinkedList:
 		dc.kids = kids()

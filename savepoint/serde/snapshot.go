@@ -658,6 +658,8 @@ func (s *Snapshot) String() string {
 		return "LINKED_LIST<" + nested() + ">"
 	case ClassMap:
 		return "MAP<" + nested() + ">"
+	case ClassSortedMap:
+		return "SORTED_MAP<" + nested() + ">"
 	case ClassTimer:
 		return "TIMER<" + nested() + ">"
 	case ClassExternal:
