@@ -68,12 +68,13 @@
 //
 // # Batches
 //
-// Codec.EncodeBatch turns a whole Arrow record into values in one pass,
-// column by column, into one contiguous Arena; Codec.DecodeBatch appends a
-// batch of values to an array.RecordBuilder. EncodeRow and DecodeRow are the
+// Codec.EncodeBatch turns a whole Arrow record into values column by column
+// (one pass to size every row, one to write) into one contiguous Arena;
+// Codec.DecodeBatch validates a batch of values, then appends it to an
+// array.RecordBuilder one column at a time. EncodeRow and DecodeRow are the
 // row-at-a-time forms for tests and slow paths. TTL, SetTTL and WithTTL touch
 // only the prefix. The aggregate helpers (BuildInt64, Int64Values, ...) build
-// and read accumulator columns without per-group temporaries, and flinkrow.go
+// and read accumulator columns without per-group temporaries, and FlinkRow
 // converts rows to and from Flink's BinaryRowData.
 //
 // A Codec is immutable and safe for concurrent use; an Arena is not.
