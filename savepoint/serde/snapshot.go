@@ -11,8 +11,10 @@
 // of every supported class (simple, composite, tuple, TTL, list, map, timer,
 // RowData with Java-serialized LogicalTypes, BinaryRowData, Decimal,
 // Timestamp, LinkedList, External, RawValueData, WindowKey, ArrayData,
-// MapData, SortedMap, TtlAware) and fails on any other class with an error
-// naming the class and its offset.
+// MapData, SortedMap, TtlAware, POJO, Kryo) and fails on any other class
+// with an error naming the class and its offset. Inside POJO snapshots the
+// field snapshots are length-framed, so unknown field serializer classes
+// are kept as opaque snapshots instead of failing.
 //
 // Every Snapshot keeps Raw, the exact bytes it was read from, so a writer
 // can re-emit it byte-identically.
