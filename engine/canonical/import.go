@@ -1,0 +1,518 @@
+package canonical
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/flinkwrite"
+	"github.com/sfstate/sfstate/savepoint/keyed"
+	"github.com/sfstate/sfstate/savepoint/serde"
+)
+
+// ErrUnsupported marks savepoint state that Import cannot map to the
+// engine (unknown serializer, unsupported state kind).
+var ErrUnsupported = errors.New("canonical: unsupported state")
+
+// NeverExpire is the engine TTL given to imported TTL states whose
+// time-to-live is not configured: Flink does not record the TTL in a
+// savepoint, so entries keep their last-access timestamps but never expire
+// until the operator that owns the state declares its real TTL.
+const NeverExpire = time.Duration(math.MaxInt64)
+
+// BackendFactory opens an empty backend for one target subtask.
+type BackendFactory func(op savepoint.OperatorID, subtask int, layout engine.Layout, states []engine.StateDesc) (engine.Backend, error)
+
+// ImportOptions tunes Import.
+type ImportOptions struct {
+	// Parallelism of every restored operator (0 = each operator's
+	// parallelism in the savepoint). At most the operator's max parallelism.
+	Parallelism int
+	// TTL gives the engine TTL of TTL states by state name; states not
+	// listed get DefaultTTL, or NeverExpire when that is zero.
+	TTL        map[string]time.Duration
+	DefaultTTL time.Duration
+	// Multisets names the MAP<row, Integer> states imported as engine
+	// multisets (join records). Nil means "left-records" and
+	// "right-records"; an empty non-nil map imports every map as a map.
+	Multisets map[string]bool
+	// BatchSize is the number of entries per write batch (default 4096).
+	BatchSize int
+	// ReadAhead is the range-read buffer per stream (0 = default).
+	ReadAhead int
+}
+
+// ImportedSubtask is one restored subtask.
+type ImportedSubtask struct {
+	Index   int
+	Backend engine.Backend
+	Schema  *engine.Schema
+	Entries int64
+}
+
+// ImportedOperator is one restored operator.
+type ImportedOperator struct {
+	ID                          savepoint.OperatorID
+	Parallelism, MaxParallelism int
+	Subtasks                    []ImportedSubtask
+}
+
+// ImportResult lists the restored operators and what was left out.
+type ImportResult struct {
+	Operators []ImportedOperator
+	// Skipped describes state that was not imported (operator state,
+	// operators without keyed state).
+	Skipped []string
+	Stats   Stats
+}
+
+// Close closes every backend of the result.
+func (r *ImportResult) Close() error {
+	var errs []error
+	for _, op := range r.Operators {
+		for _, st := range op.Subtasks {
+			if st.Backend != nil {
+				errs = append(errs, st.Backend.Close())
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// importFile is one keyed stream of the savepoint with its header.
+type importFile struct {
+	handle *savepoint.KeyGroupsHandle
+	obj    *savepoint.Object
+	header *keyed.Header
+	name   string
+	// stateMap maps the file's state ids to schema state indexes.
+	stateMap []int
+}
+
+type importPlan struct {
+	op     *savepoint.OperatorState
+	files  []*importFile
+	schema *engine.Schema
+	codecs []*stateCodec
+}
+
+// Import restores the keyed state of sp into new backends opened by
+// factory. See the package documentation for what is supported; every
+// stream header is read and every state checked before the first backend
+// is opened. On error, backends opened so far are closed.
+func Import(ctx context.Context, sp *savepoint.Savepoint, factory BackendFactory, o ImportOptions) (*ImportResult, error) {
+	if o.BatchSize <= 0 {
+		o.BatchSize = 4096
+	}
+	if o.Multisets == nil {
+		o.Multisets = map[string]bool{"left-records": true, "right-records": true}
+	}
+	res := &ImportResult{}
+	var plans []*importPlan
+	for _, op := range sp.Meta.Operators {
+		p, err := planOperator(ctx, sp, op, o, res)
+		if err != nil {
+			return nil, err
+		}
+		if p != nil {
+			plans = append(plans, p)
+			res.Stats.Files += len(p.files)
+		}
+	}
+	var opened []engine.Backend
+	ok := false
+	defer func() {
+		if !ok {
+			for _, be := range opened {
+				be.Close()
+			}
+			res.Operators = nil
+		}
+	}()
+	for _, p := range plans {
+		par := o.Parallelism
+		if par == 0 {
+			par = int(p.op.Parallelism)
+		}
+		maxP := int(p.op.MaxParallelism)
+		if err := keygroups.CheckParallelism(maxP, par); err != nil {
+			return nil, fmt.Errorf("canonical: operator %s: %w", p.op.ID, err)
+		}
+		iop := ImportedOperator{ID: p.op.ID, Parallelism: par, MaxParallelism: maxP}
+		for j := 0; j < par; j++ {
+			r := keygroups.RangeForSubtask(maxP, par, j)
+			layout := engine.Layout{MaxParallelism: maxP, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
+			be, err := factory(p.op.ID, j, layout, p.schema.Descs())
+			if err != nil {
+				return nil, fmt.Errorf("canonical: operator %s subtask %d: open backend: %w", p.op.ID, j, err)
+			}
+			opened = append(opened, be)
+			n, err := p.restore(ctx, be, r, o)
+			if err != nil {
+				return nil, fmt.Errorf("canonical: operator %s subtask %d: %w", p.op.ID, j, err)
+			}
+			iop.Subtasks = append(iop.Subtasks, ImportedSubtask{Index: j, Backend: be, Schema: p.schema, Entries: n})
+			res.Stats.Entries += n
+		}
+		res.Operators = append(res.Operators, iop)
+	}
+	ok = true
+	return res, nil
+}
+
+// planOperator reads the headers of an operator's keyed streams and builds
+// its schema. It returns nil for operators without keyed state.
+func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.OperatorState, o ImportOptions, res *ImportResult) (*importPlan, error) {
+	p := &importPlan{op: op}
+	for _, st := range op.Subtasks {
+		if st.ManagedOperator != nil && len(st.ManagedOperator.States) > 0 {
+			names := ""
+			for i, s := range st.ManagedOperator.States {
+				if i > 0 {
+					names += ", "
+				}
+				names += s.Name
+			}
+			res.Skipped = append(res.Skipped, fmt.Sprintf("operator %s subtask %d: operator state (%s) is not imported", op.ID, st.Index, names))
+		}
+		if st.RawKeyed != nil || st.RawOperator != nil {
+			res.Skipped = append(res.Skipped, fmt.Sprintf("operator %s subtask %d: raw state is not imported", op.ID, st.Index))
+		}
+		if st.ManagedKeyed == nil {
+			continue
+		}
+		h, ok := st.ManagedKeyed.(*savepoint.KeyGroupsHandle)
+		if !ok || h.Tag != savepoint.TagSavepointKeyGroups {
+			return nil, fmt.Errorf("%w: %s: operator %s subtask %d: keyed handle tag %d is not a canonical savepoint handle", savepoint.ErrNativeLayout, sp.Name(), op.ID, st.Index, st.ManagedKeyed.HandleTag())
+		}
+		obj, err := sp.OpenStream(ctx, h.Delegate, o.ReadAhead)
+		if err != nil {
+			return nil, err
+		}
+		name := obj.Loc.Name
+		hdr, _, err := keyed.ReadHeader(io.NewSectionReader(obj, 0, obj.Size()), name)
+		if err != nil {
+			return nil, err
+		}
+		p.files = append(p.files, &importFile{handle: h, obj: obj, header: hdr, name: name})
+	}
+	if len(p.files) == 0 {
+		if len(op.Subtasks) > 0 {
+			res.Skipped = append(res.Skipped, fmt.Sprintf("operator %s: no keyed state", op.ID))
+		}
+		return nil, nil
+	}
+	sort.Slice(p.files, func(i, j int) bool { return p.files[i].handle.StartKeyGroup < p.files[j].handle.StartKeyGroup })
+	s := &engine.Schema{}
+	byName := map[string]int{}
+	var sigs []string
+	for fi, f := range p.files {
+		where := fmt.Sprintf("%s: operator %s", f.name, op.ID)
+		kt, err := typeOf(f.header.KeySerializer, "key")
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: key serializer: %v", ErrUnsupported, where, err)
+		}
+		if fi == 0 {
+			s.Key = kt
+		} else if kt.Kind != s.Key.Kind || len(kt.Fields) != len(s.Key.Fields) {
+			return nil, fmt.Errorf("%w: %s: key serializer %s differs from the other streams' (%s)", ErrUnsupported, where, f.header.KeySerializer.Class, s.Key.Kind)
+		}
+		f.stateMap = make([]int, len(f.header.States))
+		for i, m := range f.header.States {
+			if idx, ok := byName[m.Name]; ok {
+				if sigs[idx] != metaSig(m) {
+					return nil, fmt.Errorf("%w: %s: state %q has other serializers than in the operator's other streams", ErrUnsupported, where, m.Name)
+				}
+				f.stateMap[i] = idx
+				continue
+			}
+			ss, err := stateOf(m, o)
+			if err != nil {
+				return nil, fmt.Errorf("%w: %s state %q: %v", ErrUnsupported, where, m.Name, err)
+			}
+			byName[m.Name] = len(s.States)
+			sigs = append(sigs, metaSig(m))
+			f.stateMap[i] = len(s.States)
+			s.States = append(s.States, ss)
+		}
+	}
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: operator %s: %v", ErrUnsupported, op.ID, err)
+	}
+	for _, ss := range s.States {
+		c, err := newStateCodec(s.Key, ss)
+		if err != nil {
+			return nil, fmt.Errorf("%w: operator %s: %v", ErrUnsupported, op.ID, err)
+		}
+		p.codecs = append(p.codecs, c)
+	}
+	p.schema = s
+	return p, nil
+}
+
+// metaSig identifies a state's kind and serializers.
+func metaSig(m *keyed.StateMeta) string {
+	sig := fmt.Sprintf("%d/%s", m.Type, m.Kind)
+	for _, ns := range m.Serializers {
+		sig += "/" + ns.Key + ":"
+		if ns.Snapshot != nil {
+			sig += string(ns.Snapshot.Raw)
+		}
+	}
+	return sig
+}
+
+func rawSnap(s *serde.Snapshot) flinkwrite.Snapshot {
+	return flinkwrite.RawSnapshot{Versioned: s.Raw}
+}
+
+// stateOf maps one state meta info to an engine state schema, keeping its
+// serializer snapshots verbatim.
+func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
+	ss := engine.StateSchema{Name: m.Name}
+	meta := &flinkwrite.StateMetaInfo{Name: m.Name, Type: flinkwrite.BackendStateType(m.Type)}
+	for _, kv := range m.Options {
+		meta.Options = append(meta.Options, flinkwrite.Option{Key: kv[0], Value: kv[1]})
+	}
+	for _, ns := range m.Serializers {
+		if ns.Snapshot == nil {
+			return ss, fmt.Errorf("serializer %s missing", ns.Key)
+		}
+		meta.Serializers = append(meta.Serializers, flinkwrite.NamedSnapshot{Key: ns.Key, Snapshot: rawSnap(ns.Snapshot)})
+	}
+	ss.Meta = meta
+	if m.Value == nil {
+		return ss, errors.New("no value serializer")
+	}
+	switch m.Type {
+	case keyed.PriorityQueue:
+		ss.Kind = engine.KindPriorityQueue
+		ss.Value = engine.Type{Kind: engine.TypeRaw, Snapshot: rawSnap(m.Value)}
+		return ss, nil
+	case keyed.KeyValue:
+	default:
+		return ss, fmt.Errorf("backend state type %s", m.Type)
+	}
+	var err error
+	if m.Namespace == nil {
+		return ss, errors.New("no namespace serializer")
+	}
+	if ss.Namespace, err = typeOf(m.Namespace, "namespace"); err != nil {
+		return ss, err
+	}
+	switch ss.Namespace.Kind {
+	case engine.TypeVoid, engine.TypeLong, engine.TypeTimeWindow:
+	default:
+		return ss, fmt.Errorf("namespace serializer %s", m.Namespace.Class)
+	}
+	unwrap := func(s *serde.Snapshot) *serde.Snapshot {
+		if s != nil && s.Class == serde.ClassTTL && len(s.Nested) == 2 {
+			return s.Nested[1]
+		}
+		return s
+	}
+	if m.TTL {
+		ss.TTL = NeverExpire
+		if o.DefaultTTL > 0 {
+			ss.TTL = o.DefaultTTL
+		}
+		if d, ok := o.TTL[m.Name]; ok && d > 0 {
+			ss.TTL = d
+		}
+	}
+	switch m.Kind {
+	case flinkwrite.KindValue, flinkwrite.KindAggregating, flinkwrite.KindReducing:
+		ss.Kind = engine.KindValue
+		ss.FlinkKind = m.Kind
+		if ss.Value, err = typeOf(unwrap(m.Value), "value"); err != nil {
+			return ss, err
+		}
+	case flinkwrite.KindMap:
+		if m.UserKey == nil || m.UserValue == nil {
+			return ss, errors.New("map state without user key/value serializers")
+		}
+		if ss.UserKey, err = typeOf(m.UserKey, "user key"); err != nil {
+			return ss, err
+		}
+		uv := unwrap(m.UserValue)
+		if o.Multisets[m.Name] && uv.Class == serde.ClassInt && ss.UserKey.Kind == engine.TypeRow {
+			ss.Kind = engine.KindMultiset
+			break
+		}
+		ss.Kind = engine.KindMap
+		if ss.Value, err = typeOf(uv, "user value"); err != nil {
+			return ss, err
+		}
+	default:
+		return ss, fmt.Errorf("%s state is not supported (value, map, priority queue)", m.Kind)
+	}
+	if err := ss.Validate(); err != nil {
+		return ss, err
+	}
+	return ss, nil
+}
+
+// typeOf maps a serializer snapshot to an engine type, keeping the
+// snapshot bytes.
+func typeOf(s *serde.Snapshot, role string) (engine.Type, error) {
+	if s == nil {
+		return engine.Type{}, fmt.Errorf("no %s serializer", role)
+	}
+	t := engine.Type{Snapshot: rawSnap(s)}
+	switch s.Class {
+	case serde.ClassLong:
+		t.Kind = engine.TypeLong
+	case serde.ClassInt:
+		t.Kind = engine.TypeInt
+	case serde.ClassString:
+		t.Kind = engine.TypeString
+	case serde.ClassVoid:
+		t.Kind = engine.TypeVoid
+	case serde.ClassTimeWindow, serde.ClassTableTW:
+		t.Kind = engine.TypeTimeWindow
+	case serde.ClassTuple:
+		if len(s.Nested) != 1 {
+			return t, fmt.Errorf("%s serializer %s with %d fields (only one-field tuples)", role, s.TupleClass, len(s.Nested))
+		}
+		inner, err := typeOf(s.Nested[0], role)
+		if err != nil {
+			return t, err
+		}
+		switch inner.Kind {
+		case engine.TypeLong, engine.TypeInt, engine.TypeString:
+		default:
+			return t, fmt.Errorf("%s serializer %s of %s", role, s.TupleClass, s.Nested[0].Class)
+		}
+		t.Kind, t.Tuple = inner.Kind, s.TupleClass
+	case serde.ClassRowData:
+		t.Kind = engine.TypeRow
+		for i, lt := range s.Types {
+			ft, err := fieldOf(lt)
+			if err != nil {
+				return t, fmt.Errorf("%s row field %d: %v", role, i, err)
+			}
+			t.Fields = append(t.Fields, ft)
+			t.Nullable = append(t.Nullable, lt.Nullable)
+			if lt != nil && i < len(s.Nested) {
+				if want := fieldSerializer(ft); want != "" && s.Nested[i].Class != want {
+					return t, fmt.Errorf("%s row field %d: %s serializer %s", role, i, lt.Root, s.Nested[i].Class)
+				}
+			}
+		}
+	default:
+		return t, fmt.Errorf("%s serializer %s", role, s.Class)
+	}
+	return t, nil
+}
+
+// fieldSerializer is the serializer Flink uses inside rows for a field
+// type ("" when any is fine for the row codec).
+func fieldSerializer(ft keygroups.FieldType) string {
+	switch ft.Kind {
+	case keygroups.KindString:
+		return serde.ClassStringData
+	case keygroups.KindBigInt:
+		return serde.ClassLong
+	case keygroups.KindInt:
+		return serde.ClassInt
+	}
+	return ""
+}
+
+// fieldOf maps a row field's logical type to a SQL field type.
+func fieldOf(lt *serde.LogicalType) (keygroups.FieldType, error) {
+	if lt == nil {
+		return keygroups.FieldType{}, errors.New("missing logical type")
+	}
+	switch lt.Root {
+	case "BOOLEAN":
+		return keygroups.TypeBoolean, nil
+	case "TINYINT":
+		return keygroups.TypeTinyInt, nil
+	case "SMALLINT":
+		return keygroups.TypeSmallInt, nil
+	case "INTEGER":
+		return keygroups.TypeInt, nil
+	case "BIGINT":
+		return keygroups.TypeBigInt, nil
+	case "FLOAT":
+		return keygroups.TypeFloat, nil
+	case "DOUBLE":
+		return keygroups.TypeDouble, nil
+	case "CHAR", "VARCHAR":
+		return keygroups.TypeString, nil
+	case "BINARY", "VARBINARY":
+		return keygroups.TypeBytes, nil
+	case "DATE":
+		return keygroups.TypeDate, nil
+	case "TIME_WITHOUT_TIME_ZONE":
+		return keygroups.TypeTime, nil
+	case "TIMESTAMP_WITHOUT_TIME_ZONE":
+		return keygroups.TypeTimestamp(lt.Precision), nil
+	case "TIMESTAMP_WITH_LOCAL_TIME_ZONE":
+		return keygroups.TypeTimestampLTZ(lt.Precision), nil
+	case "DECIMAL":
+		return keygroups.TypeDecimal(lt.Precision, lt.Scale), nil
+	case "INTERVAL_YEAR_MONTH":
+		return keygroups.FieldType{Kind: keygroups.KindIntervalYearMonth}, nil
+	case "INTERVAL_DAY_TIME":
+		return keygroups.FieldType{Kind: keygroups.KindIntervalDayTime}, nil
+	}
+	return keygroups.FieldType{}, fmt.Errorf("logical type %s (%s) is not supported", lt.Root, lt.Class)
+}
+
+// restore reads the key groups of r from every stream and writes them into
+// be. It returns the number of entries written.
+func (p *importPlan) restore(ctx context.Context, be engine.Backend, r keygroups.Range, o ImportOptions) (int64, error) {
+	layout := be.Layout()
+	var br keyed.BlockReader
+	b := be.NewBatch()
+	defer b.Close()
+	var kbuf, vbuf []byte
+	var n int64
+	for _, f := range p.files {
+		start, end := f.handle.KeyGroupRange()
+		lo, hi := max(start, r.Start), min(end, r.End)
+		ropts := keyed.ReadOptions{MaxParallelism: layout.MaxParallelism, Mode: keyed.ModeSplit}
+		for kg := lo; kg <= hi; kg++ {
+			off := f.handle.Offset(kg)
+			if off == 0 {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return n, err
+			}
+			err := br.Read(f.obj, f.obj.Size(), f.name, f.header, kg, off, ropts, func(e *keyed.Entry) error {
+				if e.State.ID < 0 || e.State.ID >= len(f.stateMap) {
+					return fmt.Errorf("%s: key group %d: state id %d out of range", f.name, kg, e.State.ID)
+				}
+				sid := f.stateMap[e.State.ID]
+				c := p.codecs[sid]
+				var err error
+				if kbuf, err = c.engineKey(kbuf[:0], layout, e.KeyGroup, e.KeyPart, e.NamespaceBytes, e.UserKeyBytes); err != nil {
+					return fmt.Errorf("%s: key group %d offset %d: state %q: %w", f.name, kg, e.Offset, c.s.Name, err)
+				}
+				if vbuf, err = c.engineValue(vbuf[:0], e.ValueBytes); err != nil {
+					return fmt.Errorf("%s: key group %d offset %d: state %q: %w", f.name, kg, e.Offset, c.s.Name, err)
+				}
+				b.Put(sid, kbuf, vbuf)
+				n++
+				if b.Len() >= o.BatchSize {
+					return b.Commit()
+				}
+				return nil
+			})
+			if err != nil {
+				return n, err
+			}
+		}
+	}
+	return n, b.Commit()
+}
