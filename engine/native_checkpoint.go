@@ -229,3 +229,22 @@ func nonEmpty(b []byte) []byte {
 	}
 	return b
 }
+
+// CompactNative compacts every state of a RocksDB backend over its whole
+// key range and waits (tests and benchmarks use it to make SST files
+// obsolete, as background compaction would).
+func CompactNative(b Backend) error {
+	rb, ok := b.(*rocksBackend)
+	if !ok {
+		return ErrNotNative
+	}
+	rb.mu.RLock()
+	defer rb.mu.RUnlock()
+	if rb.closed {
+		return ErrClosed
+	}
+	for _, cf := range rb.cfs {
+		rb.db.CompactRangeCF(cf, grocksdb.Range{})
+	}
+	return nil
+}
