@@ -21,7 +21,9 @@ type bucketState struct {
 
 type bgroup struct {
 	prefix  []byte
-	rows    []LogicalRow // live rows, sorted by payload
+	rows    []LogicalRow // live rows; sorted by payload until an insert
+	idx     map[string]int32
+	sorted  bool
 	existed bool
 	dirty   bool
 }
@@ -42,7 +44,7 @@ func (s *bucketState) Begin(probes []Probe) error {
 			if _, ok := s.groups[string(s.scratch)]; ok {
 				continue
 			}
-			g := &bgroup{prefix: append([]byte(nil), s.scratch...)}
+			g := &bgroup{prefix: append([]byte(nil), s.scratch...), sorted: true}
 			s.groups[string(g.prefix)] = g
 			s.list = append(s.list, g)
 			s.keys = append(s.keys, g.prefix)
@@ -90,15 +92,28 @@ func (s *bucketState) group(side Side, key []byte) (*bgroup, error) {
 	if g, ok := s.groups[string(s.scratch)]; ok {
 		return g, nil
 	}
-	g := &bgroup{prefix: append([]byte(nil), s.scratch...)}
+	g := &bgroup{prefix: append([]byte(nil), s.scratch...), sorted: true}
 	s.groups[string(g.prefix)] = g
 	s.list = append(s.list, g)
 	return g, s.hydrate([][]byte{g.prefix}, []*bgroup{g})
 }
 
+// find returns the index of row. Small groups search the sorted rows; a
+// group that grows past a few rows gets a hash index (inserts append and
+// the rows are sorted again only when the bucket is encoded).
 func (g *bgroup) find(row []byte) (int, bool) {
-	i := sort.Search(len(g.rows), func(i int) bool { return bytes.Compare(g.rows[i].Row, row) >= 0 })
-	return i, i < len(g.rows) && bytes.Equal(g.rows[i].Row, row)
+	if g.idx == nil && g.sorted && len(g.rows) <= 8 {
+		i := sort.Search(len(g.rows), func(i int) bool { return bytes.Compare(g.rows[i].Row, row) >= 0 })
+		return i, i < len(g.rows) && bytes.Equal(g.rows[i].Row, row)
+	}
+	if g.idx == nil {
+		g.idx = make(map[string]int32, len(g.rows))
+		for i := range g.rows {
+			g.idx[string(g.rows[i].Row)] = int32(i)
+		}
+	}
+	i, ok := g.idx[string(row)]
+	return int(i), ok
 }
 
 func (s *bucketState) Count(side Side, key, row []byte) (int64, error) {
@@ -135,17 +150,36 @@ func (s *bucketState) Add(side Side, key, row []byte, delta int64) (int64, error
 		if delta <= 0 {
 			return 0, nil
 		}
-		g.rows = append(g.rows, LogicalRow{})
-		copy(g.rows[i+1:], g.rows[i:])
-		g.rows[i] = LogicalRow{Row: append([]byte(nil), row...), Count: delta, TS: s.now}
+		r := LogicalRow{Row: append([]byte(nil), row...), Count: delta, TS: s.now}
 		g.dirty = true
+		if g.idx == nil {
+			g.rows = append(g.rows, LogicalRow{})
+			copy(g.rows[i+1:], g.rows[i:])
+			g.rows[i] = r
+			return delta, nil
+		}
+		g.idx[string(r.Row)] = int32(len(g.rows))
+		g.rows = append(g.rows, r)
+		g.sorted = false
 		return delta, nil
 	}
 	r := &g.rows[i]
 	r.Count += delta
 	g.dirty = true
 	if r.Count <= 0 {
-		g.rows = append(g.rows[:i], g.rows[i+1:]...)
+		if g.idx != nil {
+			// swap-remove keeps the index cheap; order is restored at encode
+			last := len(g.rows) - 1
+			delete(g.idx, string(r.Row))
+			if i != last {
+				g.rows[i] = g.rows[last]
+				g.idx[string(g.rows[i].Row)] = int32(i)
+			}
+			g.rows = g.rows[:last]
+			g.sorted = false
+		} else {
+			g.rows = append(g.rows[:i], g.rows[i+1:]...)
+		}
 		return 0, nil
 	}
 	r.TS = s.now
@@ -167,6 +201,9 @@ func (s *bucketState) Commit() error {
 				b.Delete(s.kv.st, g.prefix)
 			}
 			continue
+		}
+		if !g.sorted {
+			sortRows(g.rows)
 		}
 		s.scratch = AppendBucketValue(s.scratch[:0], g.rows)
 		b.Put(s.kv.st, g.prefix, s.scratch)

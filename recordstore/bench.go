@@ -1,0 +1,404 @@
+//go:build cgo
+
+package recordstore
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/engine/rowcodec"
+	"github.com/sfstate/sfstate/keygroups"
+)
+
+// JoinBenchConfig sizes the join-state benchmark.
+type JoinBenchConfig struct {
+	Dir    string // scratch directory (default: system temp); removed afterwards
+	Quick  bool   // smaller shapes
+	Trials int    // measured trials per policy (default 5)
+	Warmup int    // warm-up trials per policy (0 = default 1, negative = none)
+	Seed   uint64
+	// Inputs and GroupRows override the shapes' input rows and the size of
+	// the one large group (tests use tiny shapes).
+	Inputs, GroupRows int
+	// Progress, when set, is told each finished shape.
+	Progress func(step string)
+}
+
+// JoinBenchRow is the median seconds of every policy for one shape.
+type JoinBenchRow struct {
+	Shape         string  `json:"shape"`
+	Payload       int     `json:"payload"`
+	Inputs        int     `json:"inputs"`
+	OutputRows    int64   `json:"output_rows"`
+	Checksum      string  `json:"checksum"`
+	Bucket        float64 `json:"bucket"`
+	RecordNoReuse float64 `json:"record_no_reuse"`
+	Record8MiB    float64 `json:"record_8mib"`
+	Record64MiB   float64 `json:"record_64mib"`
+	RecordPool    float64 `json:"record_pool"`
+}
+
+// JoinBenchResult is the benchmark table plus the original engine's medians
+// (other hardware: compare ratios, not seconds).
+type JoinBenchResult struct {
+	Rows     []JoinBenchRow `json:"rows"`
+	Original []JoinBenchRow `json:"original"`
+}
+
+// OriginalJoinMedians are the original engine's reported medians (seconds;
+// it had no pool policy, so RecordPool is left zero).
+var OriginalJoinMedians = []JoinBenchRow{
+	{Shape: "unique", Payload: 0, Bucket: 0.0755, RecordNoReuse: 0.1534, Record8MiB: 0.1585, Record64MiB: 0.1548},
+	{Shape: "unique", Payload: 256, Bucket: 0.0900, RecordNoReuse: 0.1873, Record8MiB: 0.1846, Record64MiB: 0.1924},
+	{Shape: "repeated", Payload: 0, Bucket: 0.0781, RecordNoReuse: 0.1864, Record8MiB: 0.0877, Record64MiB: 0.0880},
+	{Shape: "repeated", Payload: 256, Bucket: 0.2655, RecordNoReuse: 0.2869, Record8MiB: 0.1595, Record64MiB: 0.1596},
+	{Shape: "skewed", Payload: 0, Bucket: 0.0563, RecordNoReuse: 0.0942, Record8MiB: 0.0620, Record64MiB: 0.0612},
+	{Shape: "skewed", Payload: 256, Bucket: 2.0976, RecordNoReuse: 0.1459, Record8MiB: 0.0972, Record64MiB: 0.0952},
+	{Shape: "group50k", Payload: 0, Bucket: 0.1256, RecordNoReuse: 0.3622, Record8MiB: 0.3635, Record64MiB: 0.1277},
+	{Shape: "group50k", Payload: 256, Bucket: 0.4500, RecordNoReuse: 0.9465, Record8MiB: 0.9475, Record64MiB: 0.4557},
+}
+
+// benchPolicy is one state configuration under test.
+type benchPolicy struct {
+	name      string
+	layout    Layout
+	reuse     bool
+	allowance int64
+}
+
+var benchPolicies = []benchPolicy{
+	{"bucket", LayoutBucket, false, 0},
+	{"record_no_reuse", LayoutRecord, false, 0},
+	{"record_8mib", LayoutRecord, true, 8 << 20},
+	{"record_64mib", LayoutRecord, true, 64 << 20},
+	{"record_pool", LayoutRecord, true, 0},
+}
+
+const (
+	benchPool        = 64 << 20
+	benchBlockCache  = 8 << 20 // the engine's private cache without a slot
+	benchWriteBuffer = 16 << 20
+	benchBundle      = 1000
+)
+
+// benchBundleData is one bundle's input, as columns: the timed loop
+// converts it to keys (BinaryRowData) and payloads (compact rows).
+type benchBundleData struct {
+	sides []Side
+	keys  []int64
+	rec   arrow.RecordBatch // id int64, pad binary (null when payload 0)
+}
+
+type benchShape struct {
+	name    string
+	payload int
+	bundles []benchBundleData
+	inputs  int
+}
+
+var benchSchema = arrow.NewSchema([]arrow.Field{
+	{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "pad", Type: arrow.BinaryTypes.Binary, Nullable: true},
+}, nil)
+
+type genRow struct {
+	side Side
+	key  int64
+}
+
+func makeShape(name string, payload int, rows []genRow, seed uint64) benchShape {
+	s := benchShape{name: name, payload: payload, inputs: len(rows)}
+	rng := rand.New(rand.NewPCG(seed, 3))
+	pad := make([]byte, payload)
+	mem := memory.NewGoAllocator()
+	for lo := 0; lo < len(rows); lo += benchBundle {
+		hi := min(len(rows), lo+benchBundle)
+		b := benchBundleData{}
+		rb := array.NewRecordBuilder(mem, benchSchema)
+		ids := rb.Field(0).(*array.Int64Builder)
+		pads := rb.Field(1).(*array.BinaryBuilder)
+		for i := lo; i < hi; i++ {
+			b.sides = append(b.sides, rows[i].side)
+			b.keys = append(b.keys, rows[i].key)
+			ids.Append(int64(i))
+			if payload == 0 {
+				pads.AppendNull()
+			} else {
+				for j := range pad {
+					pad[j] = byte(rng.Uint32())
+				}
+				pads.Append(pad)
+			}
+		}
+		b.rec = rb.NewRecordBatch()
+		rb.Release()
+		s.bundles = append(s.bundles, b)
+	}
+	return s
+}
+
+func benchShapes(cfg JoinBenchConfig) []benchShape {
+	seed := cfg.Seed
+	n, groupRows, groupProbes := 100_000, 50_000, 10
+	if cfg.Quick {
+		n, groupRows, groupProbes = 20_000, 50_000, 4
+	}
+	if cfg.Inputs > 0 {
+		n = cfg.Inputs
+	}
+	if cfg.GroupRows > 0 {
+		groupRows = cfg.GroupRows
+	}
+	var out []benchShape
+	for _, payload := range []int{0, 256} {
+		rng := rand.New(rand.NewPCG(seed, 11))
+		// unique: every key once per side, sides in random order
+		var uniq []genRow
+		for k := 0; k < n/2; k++ {
+			uniq = append(uniq, genRow{Left, int64(k)}, genRow{Right, int64(k)})
+		}
+		rng.Shuffle(len(uniq), func(i, j int) { uniq[i], uniq[j] = uniq[j], uniq[i] })
+		// repeated: 200 keys x 8 right rows, then left probes over them
+		repKeys := max(1, min(200, n/16))
+		var rep []genRow
+		for k := 0; k < repKeys; k++ {
+			for c := 0; c < 8; c++ {
+				rep = append(rep, genRow{Right, int64(k)})
+			}
+		}
+		for i := len(rep); i < n; i++ {
+			rep = append(rep, genRow{Left, int64(rng.IntN(repKeys))})
+		}
+		// skewed: left inserts with Zipf keys build large groups, a few
+		// right probes with uniform keys
+		zipf := rand.NewZipf(rand.New(rand.NewPCG(seed, 12)), 1.1, 1, 999)
+		var skew []genRow
+		for i := 0; i < n; i++ {
+			if rng.IntN(50) == 0 {
+				skew = append(skew, genRow{Right, int64(rng.IntN(1000))})
+			} else {
+				skew = append(skew, genRow{Left, int64(zipf.Uint64())})
+			}
+		}
+		// one group: groupRows right rows of one key, then left probes
+		var grp []genRow
+		for i := 0; i < groupRows; i++ {
+			grp = append(grp, genRow{Right, 7})
+		}
+		for i := 0; i < 2*benchBundle; i++ {
+			if i%benchBundle < groupProbes {
+				grp = append(grp, genRow{Left, 7})
+			} else {
+				grp = append(grp, genRow{Left, int64(1_000_000 + i)})
+			}
+		}
+		out = append(out,
+			makeShape("unique", payload, uniq, seed+1),
+			makeShape("repeated", payload, rep, seed+2),
+			makeShape("skewed", payload, skew, seed+3),
+			makeShape("group50k", payload, grp, seed+4))
+	}
+	sort.SliceStable(out, func(i, j int) bool { return shapeRank(out[i].name) < shapeRank(out[j].name) })
+	return out
+}
+
+func shapeRank(s string) int {
+	for i, n := range []string{"unique", "repeated", "skewed", "group50k"} {
+		if n == s {
+			return i
+		}
+	}
+	return 99
+}
+
+type trialResult struct {
+	secs     float64
+	rows     int64
+	checksum uint64
+}
+
+// runTrial opens a fresh RocksDB instance and runs the shape under one
+// policy. Timed: key and row conversion, the join, output consumption
+// (a checksum over every output row) and state updates.
+func runTrial(dir string, sh *benchShape, pol benchPolicy) (trialResult, error) {
+	layout := engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
+	be, err := engine.OpenRocksDB(dir, layout, []engine.StateDesc{StateDesc(pol.layout, 0)}, engine.RocksOptions{
+		WriteBufferSize:      benchWriteBuffer,
+		MaxWriteBufferNumber: 2,
+		ErrorIfExists:        true,
+	})
+	if err != nil {
+		return trialResult{}, err
+	}
+	defer os.RemoveAll(dir)
+	defer be.Close()
+	if err := DisableCompression(be); err != nil {
+		return trialResult{}, err
+	}
+	pool := engine.NewPool(benchPool)
+	opts := Options{CacheAllowance: pol.allowance}
+	if pol.reuse {
+		opts.Pool = pool
+	}
+	st, err := Open(pol.layout, be, opts)
+	if err != nil {
+		return trialResult{}, err
+	}
+	j := NewJoin(st, JoinOptions{Pool: pool})
+	codec, err := rowcodec.NewCodec(benchSchema)
+	if err != nil {
+		return trialResult{}, err
+	}
+	kb, err := keygroups.NewRowBuilder([]keygroups.FieldType{keygroups.TypeBigInt})
+	if err != nil {
+		return trialResult{}, err
+	}
+	var arena rowcodec.Arena
+	var keyBuf []byte
+	var keyOffs []int
+	inputs := make([]Input, 0, benchBundle)
+	var res trialResult
+	var kv [1]any
+	consume := func(chunk []Output) error {
+		for i := range chunk {
+			o := &chunk[i]
+			h := uint64(crc32.Checksum(o.Left, crcTable))<<32 | uint64(crc32.Checksum(o.Right, crcTable))
+			res.checksum += h*0x9e3779b97f4a7c15 + uint64(o.Kind)
+		}
+		res.rows += int64(len(chunk))
+		return nil
+	}
+	start := time.Now()
+	for bi := range sh.bundles {
+		b := &sh.bundles[bi]
+		arena.Reset()
+		if err := codec.EncodeBatch(b.rec, nil, &arena); err != nil {
+			return res, err
+		}
+		keyBuf, keyOffs = keyBuf[:0], keyOffs[:0]
+		for _, k := range b.keys {
+			keyOffs = append(keyOffs, len(keyBuf))
+			kv[0] = k
+			if keyBuf, err = kb.Append(keyBuf, kv[:]); err != nil {
+				return res, err
+			}
+		}
+		keyOffs = append(keyOffs, len(keyBuf))
+		inputs = inputs[:0]
+		for i := range b.keys {
+			inputs = append(inputs, Input{Side: b.sides[i], Kind: Insert,
+				Key: keyBuf[keyOffs[i]:keyOffs[i+1]:keyOffs[i+1]],
+				Row: arena.Value(i)[rowcodec.TTLSize:]})
+		}
+		if err := j.ProcessBundle(inputs, consume); err != nil {
+			return res, err
+		}
+	}
+	res.secs = time.Since(start).Seconds()
+	if pool.Used() != 0 {
+		return res, fmt.Errorf("%d pool bytes still reserved after the run", pool.Used())
+	}
+	return res, nil
+}
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// RunJoinBench runs every shape under every policy: cfg.Warmup + cfg.Trials
+// runs each, policy order rotated per trial, the median of the measured
+// trials reported. Every policy must produce the same output row count and
+// checksum, else the benchmark fails.
+func RunJoinBench(cfg JoinBenchConfig) (*JoinBenchResult, error) {
+	if cfg.Trials <= 0 {
+		cfg.Trials = 5
+	}
+	if cfg.Warmup < 0 {
+		cfg.Warmup = 0
+	} else if cfg.Warmup == 0 {
+		cfg.Warmup = 1
+	}
+	root, err := os.MkdirTemp(cfg.Dir, "sfstate-bench-join-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(root)
+	res := &JoinBenchResult{Original: OriginalJoinMedians}
+	run := 0
+	for _, sh := range benchShapes(cfg) {
+		times := make([][]float64, len(benchPolicies))
+		row := JoinBenchRow{Shape: sh.name, Payload: sh.payload, Inputs: sh.inputs, OutputRows: -1}
+		var sum uint64
+		for t := 0; t < cfg.Warmup+cfg.Trials; t++ {
+			for i := range benchPolicies {
+				p := (i + t) % len(benchPolicies)
+				pol := benchPolicies[p]
+				run++
+				r, err := runTrial(filepath.Join(root, fmt.Sprintf("run-%d", run)), &sh, pol)
+				if err != nil {
+					return nil, fmt.Errorf("%s/%d %s: %w", sh.name, sh.payload, pol.name, err)
+				}
+				if row.OutputRows < 0 {
+					row.OutputRows, sum = r.rows, r.checksum
+				} else if r.rows != row.OutputRows || r.checksum != sum {
+					return nil, fmt.Errorf("%s/%d: policy %s produced %d rows (checksum %016x), others %d (%016x)",
+						sh.name, sh.payload, pol.name, r.rows, r.checksum, row.OutputRows, sum)
+				}
+				if t >= cfg.Warmup {
+					times[p] = append(times[p], r.secs)
+				}
+			}
+		}
+		row.Checksum = fmt.Sprintf("%016x", sum)
+		row.Bucket, row.RecordNoReuse = median(times[0]), median(times[1])
+		row.Record8MiB, row.Record64MiB, row.RecordPool = median(times[2]), median(times[3]), median(times[4])
+		res.Rows = append(res.Rows, row)
+		for _, b := range sh.bundles {
+			b.rec.Release()
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(fmt.Sprintf("%s/%d", sh.name, sh.payload))
+		}
+	}
+	return res, nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// DisableCompression turns compression off for every column family of a
+// RocksDB backend (the engine's options always pick Snappy; the option is
+// mutable, so it is changed on the open instance). A no-op for the heap.
+func DisableCompression(be engine.Backend) error {
+	rh, ok := be.(rocksHandle)
+	if !ok {
+		return nil
+	}
+	db, cfs := rh.DB()
+	if db == nil {
+		return errors.New("recordstore: backend has no open database")
+	}
+	for _, cf := range cfs {
+		if err := db.SetOptionsCF(cf, []string{"compression"}, []string{"kNoCompression"}); err != nil {
+			return fmt.Errorf("recordstore: disabling compression: %w", err)
+		}
+	}
+	return nil
+}
