@@ -8,11 +8,13 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/sfstate/sfstate/savepoint/serde"
+	"golang.org/x/sync/errgroup"
 )
 
 // Problem kinds reported by Check.
@@ -68,6 +70,8 @@ type CheckOptions struct {
 	ReadAhead int
 	// Progress is advanced per key group read.
 	Progress Progress
+	// Concurrency is the number of handles checked at once (default 4).
+	Concurrency int
 }
 
 // CheckStats says how much Check verified.
@@ -92,11 +96,21 @@ type checker struct {
 	probs []Problem
 	stats CheckStats
 	sizes map[string]int64 // stat cache by key; -1 = missing
+	mu    sync.Mutex       // guards probs, stats, sizes and progress
+}
+
+// stat updates the statistics under the lock.
+func (c *checker) stat(f func(s *CheckStats)) {
+	c.mu.Lock()
+	f(&c.stats)
+	c.mu.Unlock()
 }
 
 var errTooMany = errors.New("too many problems")
 
 func (c *checker) add(p Problem) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.probs = append(c.probs, p)
 	if len(c.probs) >= c.o.MaxProblems {
 		return errTooMany
@@ -116,14 +130,21 @@ func Check(ctx context.Context, sp *Savepoint, o CheckOptions) ([]Problem, Check
 	if o.MaxProblems <= 0 {
 		o.MaxProblems = 1000
 	}
+	if o.Concurrency == 0 {
+		o.Concurrency = 4
+	}
 	c := &checker{ctx: ctx, sp: sp, o: o, sizes: map[string]int64{}}
 	_ = c.run()
+	if c.o.Concurrency > 1 {
+		SortProblems(c.probs)
+	}
 	return c.probs, c.stats
 }
 
 func (c *checker) run() error {
 	md := c.sp.Meta
 	metaName := c.sp.Name()
+	var jobs []func() error
 	if c.o.Progress != nil {
 		var total int64
 		for _, op := range md.Operators {
@@ -153,9 +174,7 @@ func (c *checker) run() error {
 			}
 			for _, oh := range []*OperatorHandle{st.ManagedOperator, st.RawOperator} {
 				if oh != nil {
-					if err := c.checkOperatorHandle(op, st, oh); err != nil {
-						return err
-					}
+					jobs = append(jobs, func() error { return c.checkOperatorHandle(op, st, oh) })
 				}
 			}
 			for i, kh := range []KeyedHandle{st.ManagedKeyed, st.RawKeyed} {
@@ -181,32 +200,60 @@ func (c *checker) run() error {
 						covered[kg] = st.Index
 					}
 				}
-				if err := c.checkKeyed(op, st, kh, i == 1); err != nil {
-					return err
-				}
+				raw := i == 1
+				jobs = append(jobs, func() error { return c.checkKeyed(op, st, kh, raw) })
 			}
 		}
 	}
-	return nil
+	// File and data checks, one job per handle.
+	if c.o.Concurrency <= 1 {
+		for _, j := range jobs {
+			if err := c.ctx.Err(); err != nil {
+				return err
+			}
+			if err := j(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	g, gctx := errgroup.WithContext(c.ctx)
+	g.SetLimit(c.o.Concurrency)
+	for _, j := range jobs {
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			return j()
+		})
+	}
+	return g.Wait()
 }
 
 // fileSize stats a resolved file once.
 func (c *checker) fileSize(loc Location) (int64, error) {
-	if n, ok := c.sizes[loc.Key]; ok {
+	c.mu.Lock()
+	n, ok := c.sizes[loc.Key]
+	c.mu.Unlock()
+	if ok {
 		if n < 0 {
 			return -1, s3.ErrNotExist
 		}
 		return n, nil
 	}
 	info, err := c.sp.Store.Stat(c.ctx, loc.Key)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if err != nil {
 		if s3.IsNotExist(err) {
 			c.sizes[loc.Key] = -1
 		}
 		return -1, err
 	}
+	if _, ok := c.sizes[loc.Key]; !ok {
+		c.stats.Files++
+	}
 	c.sizes[loc.Key] = info.Size
-	c.stats.Files++
 	return info.Size, nil
 }
 
@@ -298,10 +345,10 @@ func (c *checker) checkOperatorHandle(op *OperatorState, st *SubtaskState, oh *O
 		// Compressed operator state is one Snappy stream flushed at every
 		// offset (only its first chunk carries the stream identifier);
 		// element decoding of that form is not verified here.
-		c.stats.OperatorStatesUnverified++
+		c.stat(func(s *CheckStats) { s.OperatorStatesUnverified++ })
 		return nil
 	}
-	c.stats.OperatorStatesVerified++
+	c.stat(func(s *CheckStats) { s.OperatorStatesVerified++ })
 	refs := make([]keyed.OperatorStateRef, 0, len(oh.States))
 	for _, m := range oh.States {
 		refs = append(refs, keyed.OperatorStateRef{Name: m.Name, Mode: int(m.Mode), Offsets: m.Offsets})
@@ -317,7 +364,7 @@ func (c *checker) checkKeyed(op *OperatorState, st *SubtaskState, kh KeyedHandle
 	opID := op.ID.String()
 	switch h := kh.(type) {
 	case *IncrementalHandle:
-		c.stats.NativeHandles++
+		c.stat(func(s *CheckStats) { s.NativeHandles++ })
 		for _, s := range []*StreamHandle{h.Meta} {
 			if s != nil {
 				if _, _, err := c.checkStream(op, st, s); err != nil {
@@ -404,7 +451,7 @@ func (c *checker) checkKeyedData(op *OperatorState, st *SubtaskState, h *KeyGrou
 	}
 	if layout != LayoutCanonical {
 		// The header was readable; the heap-native blocks are not verified.
-		c.stats.NativeHandles++
+		c.stat(func(s *CheckStats) { s.NativeHandles++ })
 		return nil
 	}
 	if !offsetsOK {
@@ -424,16 +471,16 @@ func (c *checker) checkKeyedData(op *OperatorState, st *SubtaskState, h *KeyGrou
 			return err
 		}
 		kg := int(h.StartKeyGroup) + i
-		c.stats.KeyGroups++
 		var addErr error
+		var entries, verified, unverified int64
 		err := br.Read(obj, size, loc.Name, hdr, kg, off, ropts, func(e *keyed.Entry) error {
-			c.stats.Entries++
+			entries++
 			want, ok := hasher.keyGroup(e, int(op.MaxParallelism))
 			if !ok {
-				c.stats.KeysUnverified++
+				unverified++
 				return nil
 			}
-			c.stats.KeysVerified++
+			verified++
 			if want != e.KeyGroup {
 				addErr = c.add(Problem{Kind: ProblemKeyGroup, File: loc.Name, Offset: e.Offset, Operator: opID, Subtask: st.Index, KeyGroup: e.KeyGroup,
 					Message: fmt.Sprintf("state %q: key %s hashes to key group %d", e.State.Name, keyString(e.Key), want)})
@@ -441,9 +488,15 @@ func (c *checker) checkKeyedData(op *OperatorState, st *SubtaskState, h *KeyGrou
 			}
 			return nil
 		})
+		c.mu.Lock()
+		c.stats.KeyGroups++
+		c.stats.Entries += entries
+		c.stats.KeysVerified += verified
+		c.stats.KeysUnverified += unverified
 		if c.o.Progress != nil {
 			c.o.Progress.Add(1)
 		}
+		c.mu.Unlock()
 		if addErr != nil {
 			return addErr
 		}

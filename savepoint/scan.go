@@ -8,7 +8,10 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/sfstate/sfstate/savepoint/serde"
@@ -43,6 +46,11 @@ type ScanOptions struct {
 	SkipNative bool
 	// ReadAhead is the range-read buffer per open file (0 = default).
 	ReadAhead int
+	// Concurrency > 1 reads that many subtask files at once. WalkKeyed
+	// then calls fn from several goroutines (one call at a time) and
+	// entries of different subtasks interleave; leave it 0 when order
+	// matters.
+	Concurrency int
 	// Progress, when set, is told the number of key groups to read and
 	// advanced per key group.
 	Progress Progress
@@ -169,84 +177,132 @@ func (sp *Savepoint) walkKeyed(ctx context.Context, o ScanOptions, onHeader func
 	} else {
 		ops = sp.Meta.Operators
 	}
-	if o.Progress != nil {
-		var total int64
-		for _, op := range ops {
-			for _, st := range op.Subtasks {
-				if h, ok := st.ManagedKeyed.(*KeyGroupsHandle); ok {
-					for i, off := range h.Offsets {
-						if off != 0 && o.keyGroupSelected(int(h.StartKeyGroup)+i) {
-							total++
-						}
-					}
-				}
-			}
-		}
-		o.Progress.SetTotal(total)
+	type task struct {
+		op *OperatorState
+		st *SubtaskState
 	}
-	var br keyed.BlockReader
+	var tasks []task
+	var total int64
 	for _, op := range ops {
 		for _, st := range op.Subtasks {
 			if st.ManagedKeyed == nil {
 				continue
 			}
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			layout := sp.handleLayout(st.ManagedKeyed)
-			h, ok := st.ManagedKeyed.(*KeyGroupsHandle)
-			if !ok || layout == LayoutNativeRocksDB {
-				if onHeader != nil {
-					onHeader(op, st.Index, nil, LayoutNativeRocksDB)
-				}
-				if o.SkipNative {
-					continue
-				}
-				return fmt.Errorf("%w: %s: operator %s subtask %d has a RocksDB native handle (tag %d)", ErrNativeLayout, sp.Name(), op.ID, st.Index, st.ManagedKeyed.HandleTag())
-			}
-			f, err := sp.openKeyed(ctx, h, o.ReadAhead)
-			if err != nil {
-				return err
-			}
-			if layout == "" {
-				layout = LayoutCanonical
-				if probeNativeHeap(f, h) {
-					layout = LayoutNativeHeap
-				}
-			}
-			if onHeader != nil {
-				onHeader(op, st.Index, f, layout)
-			}
-			if layout != LayoutCanonical {
-				if o.SkipNative {
-					continue
-				}
-				return fmt.Errorf("%w: %s: operator %s subtask %d: handle tag %d of a %s savepoint uses the heap backend's native layout", ErrNativeLayout, f.name, op.ID, st.Index, h.Tag, sp.FormatType())
-			}
-			if o.State != "" && f.header.State(o.State) == nil {
-				continue
-			}
-			ke := &KeyedEntry{Operator: op, Subtask: st.Index, File: f.name, Header: f.header}
-			ropts := keyed.ReadOptions{MaxParallelism: int(op.MaxParallelism), Mode: o.Mode}
-			for i, off := range h.Offsets {
-				kg := int(h.StartKeyGroup) + i
-				if off == 0 || !o.keyGroupSelected(kg) {
-					continue
-				}
-				err := br.Read(f.obj, f.obj.Size(), f.name, f.header, kg, off, ropts, func(e *keyed.Entry) error {
-					if o.State != "" && e.State.Name != o.State {
-						return nil
+			tasks = append(tasks, task{op, st})
+			if h, ok := st.ManagedKeyed.(*KeyGroupsHandle); ok {
+				for i, off := range h.Offsets {
+					if off != 0 && o.keyGroupSelected(int(h.StartKeyGroup)+i) {
+						total++
 					}
-					ke.Entry = e
-					return fn(ke)
-				})
-				if err != nil {
-					return err
-				}
-				if o.Progress != nil {
-					o.Progress.Add(1)
 				}
 			}
+		}
+	}
+	var mu sync.Mutex // serializes onHeader, fn and progress in parallel walks
+	if o.Progress != nil {
+		o.Progress.SetTotal(total)
+	}
+	conc := o.Concurrency
+	if conc <= 1 || len(tasks) <= 1 {
+		var br keyed.BlockReader
+		for _, t := range tasks {
+			if err := sp.walkSubtask(ctx, o, t.op, t.st, &br, nil, onHeader, fn); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(conc)
+	for _, t := range tasks {
+		g.Go(func() error {
+			var br keyed.BlockReader
+			return sp.walkSubtask(gctx, o, t.op, t.st, &br, &mu, onHeader, fn)
+		})
+	}
+	return g.Wait()
+}
+
+// walkSubtask walks one subtask's managed keyed handle. With mu set, the
+// callbacks and progress run under it (parallel walks).
+func (sp *Savepoint) walkSubtask(ctx context.Context, o ScanOptions, op *OperatorState, st *SubtaskState, br *keyed.BlockReader, mu *sync.Mutex,
+	onHeader func(op *OperatorState, subtask int, f *keyedFile, layout string), fn func(*KeyedEntry) error) error {
+	lock := func() {
+		if mu != nil {
+			mu.Lock()
+		}
+	}
+	unlock := func() {
+		if mu != nil {
+			mu.Unlock()
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	layout := sp.handleLayout(st.ManagedKeyed)
+	h, ok := st.ManagedKeyed.(*KeyGroupsHandle)
+	if !ok || layout == LayoutNativeRocksDB {
+		if onHeader != nil {
+			lock()
+			onHeader(op, st.Index, nil, LayoutNativeRocksDB)
+			unlock()
+		}
+		if o.SkipNative {
+			return nil
+		}
+		return fmt.Errorf("%w: %s: operator %s subtask %d has a RocksDB native handle (tag %d)", ErrNativeLayout, sp.Name(), op.ID, st.Index, st.ManagedKeyed.HandleTag())
+	}
+	f, err := sp.openKeyed(ctx, h, o.ReadAhead)
+	if err != nil {
+		return err
+	}
+	if layout == "" {
+		layout = LayoutCanonical
+		if probeNativeHeap(f, h) {
+			layout = LayoutNativeHeap
+		}
+	}
+	if onHeader != nil {
+		lock()
+		onHeader(op, st.Index, f, layout)
+		unlock()
+	}
+	if layout != LayoutCanonical {
+		if o.SkipNative {
+			return nil
+		}
+		return fmt.Errorf("%w: %s: operator %s subtask %d: handle tag %d of a %s savepoint uses the heap backend's native layout", ErrNativeLayout, f.name, op.ID, st.Index, h.Tag, sp.FormatType())
+	}
+	if o.State != "" && f.header.State(o.State) == nil {
+		return nil
+	}
+	ke := &KeyedEntry{Operator: op, Subtask: st.Index, File: f.name, Header: f.header}
+	ropts := keyed.ReadOptions{MaxParallelism: int(op.MaxParallelism), Mode: o.Mode}
+	for i, off := range h.Offsets {
+		kg := int(h.StartKeyGroup) + i
+		if off == 0 || !o.keyGroupSelected(kg) {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		err := br.Read(f.obj, f.obj.Size(), f.name, f.header, kg, off, ropts, func(e *keyed.Entry) error {
+			if o.State != "" && e.State.Name != o.State {
+				return nil
+			}
+			ke.Entry = e
+			lock()
+			defer unlock()
+			return fn(ke)
+		})
+		if err != nil {
+			return err
+		}
+		if o.Progress != nil {
+			lock()
+			o.Progress.Add(1)
+			unlock()
 		}
 	}
 	return nil

@@ -301,3 +301,33 @@ func TestOperatorStateTypes(t *testing.T) {
 		t.Fatalf("%d broadcast states", seen)
 	}
 }
+
+func TestParallelScanMatchesSerial(t *testing.T) {
+	for _, name := range []string{fixtureUDF, "flink1.20-hashmap-canonical-liststate-window-inline"} {
+		sp := openFixture(t, name)
+		var outs []string
+		for _, conc := range []int{1, 4} {
+			sum := Summarize(sp)
+			if err := ScanSummary(context.Background(), sp, sum, ScanOptions{KeyGroupTo: -1, Concurrency: conc, NowMillis: 1}); err != nil {
+				t.Fatal(err)
+			}
+			b, _ := json.Marshal(sum)
+			outs = append(outs, string(b))
+			n := 0
+			if err := sp.WalkKeyed(context.Background(), ScanOptions{KeyGroupTo: -1, Concurrency: conc}, func(*KeyedEntry) error { n++; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if n == 0 {
+				t.Fatal("no entries")
+			}
+		}
+		if outs[0] != outs[1] {
+			t.Fatalf("%s: parallel summary differs from serial", name)
+		}
+		p1, s1 := Check(context.Background(), sp, CheckOptions{Concurrency: 1})
+		p4, s4 := Check(context.Background(), sp, CheckOptions{Concurrency: 4})
+		if len(p1) != 0 || len(p4) != 0 || s1 != s4 {
+			t.Fatalf("%s: check serial %+v %v, parallel %+v %v", name, s1, p1, s4, p4)
+		}
+	}
+}

@@ -22,6 +22,7 @@ problem with file and offset, 3 when the savepoint cannot be read at all.`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "metadata-only", Usage: "check files and offsets only, do not decode key-group blocks"},
 			&cli.IntFlag{Name: "max-problems", Value: 1000, Usage: "stop after this many problems"},
+			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "state files checked at once"},
 			s3EndpointFlag,
 		},
 		Action: runCheck,
@@ -37,7 +38,7 @@ func runCheck(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := savepoint.CheckOptions{MaxProblems: c.Int("max-problems"), SkipData: c.Bool("metadata-only")}
+	opts := savepoint.CheckOptions{MaxProblems: c.Int("max-problems"), SkipData: c.Bool("metadata-only"), Concurrency: max(1, c.Int("concurrency"))}
 	bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "checking key groups", 0, "key groups")
 	if bar != nil {
 		opts.Progress = bar

@@ -33,6 +33,7 @@ lines instead. Native (non-canonical) keyed state is listed but not decoded.`,
 			&cli.StringFlag{Name: "now", Usage: "reference time for --ttl: RFC 3339 or epoch milliseconds (default: current time)"},
 			&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML report to `FILE`"},
 			&cli.BoolFlag{Name: "metadata-only", Usage: "do not read state files; report sizes from the metadata only"},
+			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "state files read at once for the summary (not --dump, which keeps file order)"},
 			s3EndpointFlag,
 		},
 		Action: runInspect,
@@ -128,6 +129,7 @@ func runInspect(c *cli.Context) error {
 		if bar != nil {
 			opts.Progress = bar
 		}
+		opts.Concurrency = c.Int("concurrency")
 		err := savepoint.ScanSummary(ctx, sp, sum, opts)
 		bar.Done()
 		if err != nil {
