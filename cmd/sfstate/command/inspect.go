@@ -117,8 +117,13 @@ func runInspect(c *cli.Context) error {
 		return err
 	}
 	out := c.App.Writer
-	if opts.Operator != "" && sp.FindOperator(opts.Operator) == nil {
-		return Failf(ExitUsage, "operator %q not found in %s", opts.Operator, sp.Name())
+	if opts.Operator != "" {
+		op := sp.FindOperator(opts.Operator)
+		if op == nil {
+			return Failf(ExitUsage, "operator %q not found in %s", opts.Operator, sp.Name())
+		}
+		// Select by id from here on (uids of V3/V4 files are hashed).
+		opts.Operator = op.ID.String()
 	}
 	if c.Bool("dump") {
 		return runDump(c, sp, opts)
@@ -140,6 +145,15 @@ func runInspect(c *cli.Context) error {
 		if err := writeHTMLReport(h, sum); err != nil {
 			return Fail(ExitIO, err)
 		}
+	}
+	if opts.Operator != "" {
+		kept := sum.Operators[:0]
+		for _, op := range sum.Operators {
+			if op.ID == opts.Operator {
+				kept = append(kept, op)
+			}
+		}
+		sum.Operators = kept
 	}
 	if g.JSON {
 		enc := json.NewEncoder(out)
@@ -165,9 +179,6 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 		fmt.Fprintf(w, "note         %s\n", n)
 	}
 	for _, op := range s.Operators {
-		if o.Operator != "" && !operatorMatches(op, o.Operator) {
-			continue
-		}
 		fmt.Fprintf(w, "\noperator %s", op.ID)
 		if op.UID != "" {
 			fmt.Fprintf(w, "  uid=%q", op.UID)
@@ -190,11 +201,15 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 		if op.Note != "" {
 			fmt.Fprintf(w, "  note: %s\n", op.Note)
 		}
+		nameW := 0
+		for _, st := range op.KeyedStates {
+			nameW = max(nameW, len(st.Name))
+		}
 		for _, st := range op.KeyedStates {
 			if o.State != "" && st.Name != o.State {
 				continue
 			}
-			fmt.Fprintf(w, "    %-28s %-14s key %s", st.Name, st.Kind, st.KeyType)
+			fmt.Fprintf(w, "    %-*s  %-11s key %s", nameW, st.Name, st.Kind, st.KeyType)
 			if st.NamespaceType != "" {
 				fmt.Fprintf(w, "  namespace %s", st.NamespaceType)
 			}
@@ -251,10 +266,6 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 			fmt.Fprintf(w, "  operator state %-24s %-16s %d elements in %d subtasks%s\n", os.Name, os.Mode, os.Elements, os.Subtasks, typ)
 		}
 	}
-}
-
-func operatorMatches(op *savepoint.OperatorSummary, sel string) bool {
-	return op.ID == strings.ToLower(sel) || (op.UID != "" && op.UID == sel) || (op.Name != "" && op.Name == sel)
 }
 
 func yesNo(b bool) string {

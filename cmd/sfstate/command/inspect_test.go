@@ -187,6 +187,11 @@ func TestInspectDumpFilters(t *testing.T) {
 	if _, _, code := run(t, "inspect", "--dump", "--key-groups", "9-2", dir); code != ExitUsage {
 		t.Fatalf("bad range: exit %d", code)
 	}
+	// A uid selects its operator even though V4 metadata stores no uids.
+	out, _, code := run(t, "inspect", "--operator", "CheckpointingTimelyStatefulOperator2", dir)
+	if code != ExitOK || strings.Count(out, "\noperator ") != 1 || !strings.Contains(out, "operator 41e91aae0bee218c44306cf7d21940ad") {
+		t.Fatalf("operator by uid: exit %d:\n%s", code, out)
+	}
 	if _, _, code := run(t, "inspect", "--operator", "nope", dir); code != ExitUsage {
 		t.Fatalf("unknown operator: exit %d", code)
 	}
