@@ -25,6 +25,7 @@ type entry struct {
 	present bool   // a live value exists (after this bundle's updates)
 	stored  bool   // the backend holds some value for the key (live or expired)
 	dirty   bool
+	before  bool // a live value existed when the bundle first read the key
 }
 
 // BundleStats counts one bundle's traffic.
@@ -56,6 +57,21 @@ type Bundle struct {
 	chunks   [][]entry
 	chunk    int
 	dirty    []dirtyRef
+	winners  map[int]*WinnerCache
+}
+
+// SetWinnerCache attaches a Top-1 winner cache to state s: Hydrate serves
+// cached winners without reading the backend, Commit admits the winners it
+// wrote (clean after the write) and drops deleted ones. nil detaches.
+func (b *Bundle) SetWinnerCache(s *State, c *WinnerCache) {
+	if b.winners == nil {
+		b.winners = map[int]*WinnerCache{}
+	}
+	if c == nil {
+		delete(b.winners, s.id)
+		return
+	}
+	b.winners[s.id] = c
 }
 
 type dirtyRef struct {
@@ -127,6 +143,7 @@ func (b *Bundle) Hydrate(s *State, keys [][]byte) error {
 	}
 	need := b.scratch[:0]
 	ents := b.scratchE[:0]
+	wc := b.winners[s.id]
 	for _, k := range keys {
 		bk := bkey{s.id, string(k)}
 		if _, ok := b.entries[bk]; ok {
@@ -134,6 +151,18 @@ func (b *Bundle) Hydrate(s *State, keys [][]byte) error {
 		}
 		e := b.newEntry()
 		b.entries[bk] = e
+		if wc != nil {
+			if w, ok := wc.get(k); ok {
+				e.stored = true
+				if !s.expired(w.ts, b.now) {
+					e.present, e.before, e.ts = true, true, w.ts
+					off := len(b.slab)
+					b.slab = append(b.slab, w.val...)
+					e.val = b.slab[off:len(b.slab):len(b.slab)]
+				}
+				continue
+			}
+		}
 		need = append(need, k)
 		ents = append(ents, e)
 	}
@@ -170,7 +199,7 @@ func (b *Bundle) load(s *State, keys [][]byte, ents []*entry) error {
 					derr = fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
 				}
 			} else if !s.expired(ts, b.now) {
-				e.present = true
+				e.present, e.before = true, true
 				e.ts = ts
 				off := len(b.slab)
 				b.slab = append(b.slab, p...)
@@ -458,12 +487,31 @@ func (b *Bundle) Commit() error {
 		}
 		writes++
 	}
-	clear(dirty)
-	b.dirty = dirty[:0]
+	b.dirty = dirty
 	b.stats.Writes = writes
 	err := b.batch.Commit()
+	if len(b.winners) > 0 {
+		b.admitWinners(err == nil)
+	}
 	b.abort()
 	return err
+}
+
+func (b *Bundle) admitWinners(written bool) {
+	for _, d := range b.dirty {
+		wc := b.winners[d.k.st]
+		if wc == nil {
+			continue
+		}
+		switch {
+		case !written || !d.e.present:
+			wc.remove(d.k.k)
+		case d.e.before:
+			wc.admit(d.k.k, d.e.val, d.e.ts)
+		default:
+			wc.remove(d.k.k) // fresh key: bypass admission
+		}
+	}
 }
 
 // Abort discards the bundle's updates.
@@ -475,6 +523,8 @@ func (b *Bundle) Abort() {
 
 func (b *Bundle) abort() {
 	clear(b.entries)
+	clear(b.dirty)
+	b.dirty = b.dirty[:0]
 	for i := range b.chunks {
 		clear(b.chunks[i])
 		b.chunks[i] = b.chunks[i][:0]

@@ -188,6 +188,9 @@ type workload struct {
 	keys func(l Layout, ev *nxEvent, emit func(st int, key []byte))
 	// apply runs the event's state accesses on the keys keys emitted.
 	apply func(ev *nxEvent, keys [][]byte, a stateAccess, buf []byte)
+	// winners attaches a Top-1 winner cache (16 MiB of the slot's pool)
+	// to the first state on the bundled path.
+	winners bool
 }
 
 func i64key(v int64) []byte { return binary.BigEndian.AppendUint64(nil, uint64(v)) }
@@ -278,8 +281,9 @@ func nexmarkWorkloads() []workload {
 		},
 		{
 			// q18: Top-1 (last bid by time) per bidder and auction.
-			name:   "q18",
-			states: []StateDesc{{Name: "top1", Kind: KindValue, TTL: 24 * time.Hour}},
+			name:    "q18",
+			states:  []StateDesc{{Name: "top1", Kind: KindValue, TTL: 24 * time.Hour}},
+			winners: true,
 			keys: func(l Layout, ev *nxEvent, emit func(int, []byte)) {
 				if ev.kind == nxBid {
 					emit(0, l.Key(nil, kgOf(ev.bidder*31+ev.auction, mp(l)), append(i64key(ev.bidder), i64key(ev.auction)...), nil))
@@ -522,6 +526,11 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string) (WorkloadResult, 
 	b := op.NewBundle()
 	defer b.Close()
 	acc := &bundleAccess{b: b, sts: sts}
+	if w.winners {
+		wc := NewWinnerCache(slotB.Pool(), 16<<20)
+		defer wc.Release()
+		b.SetWinnerCache(sts[0], wc)
+	}
 	buf := make([]byte, 0, 128)
 	var refs []KeyRef
 	var commits []time.Duration

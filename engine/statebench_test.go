@@ -73,6 +73,9 @@ func TestWorkloadsAgree(t *testing.T) {
 			b := op.NewBundle()
 			defer b.Close()
 			acc := &bundleAccess{b: b, sts: op.States()}
+			if w.winners {
+				b.SetWinnerCache(op.States()[0], NewWinnerCache(slot.Pool(), 1<<20))
+			}
 			for lo := 0; lo < len(events); lo += cfg.BundleSize {
 				var refs []KeyRef
 				for i := lo; i < lo+cfg.BundleSize; i++ {
