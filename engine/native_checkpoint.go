@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"unsafe"
 
 	"github.com/linxGnu/grocksdb"
@@ -112,15 +113,18 @@ func ListSSTFiles(dir string) ([]SSTFile, error) {
 }
 
 // ImportSSTFiles creates a RocksDB directory dir (which must not exist)
-// whose column families hold exactly the given SST files, at their levels
-// and with their sequence numbers, as a subset of some checkpoint. The files
-// are read from fileDir by name and hard-linked into dir. Column families
-// without files are not created (OpenRocksDB creates them empty).
+// whose column families hold exactly the given SST files, with their
+// sequence numbers, as a subset of some checkpoint. The files are read from
+// fileDir by name and hard-linked into dir. Column families without files
+// are not created (OpenRocksDB creates them empty).
 //
-// RocksDB 7.8 refuses files whose key ranges overlap within one level (in
-// practice several level-0 files); the error then satisfies
+// RocksDB 7.8 imports no two overlapping files into one level, and level-0
+// files usually overlap. Levels are therefore reassigned, newest data
+// highest: level-0 files in descending sequence order, grouped while they
+// do not overlap, then the levels 1 and up, each group or level on its own
+// level. When that needs more than the 7 levels, the error satisfies
 // errors.Is(err, ErrImportOverlap) and the caller must restore the
-// checkpoint as a whole.
+// checkpoint as a whole (CheckImportable tells in advance).
 func ImportSSTFiles(dir, fileDir string, files []SSTFile) error {
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("engine: import into %s: directory exists", dir)
@@ -136,10 +140,12 @@ func ImportSSTFiles(dir, fileDir string, files []SSTFile) error {
 		}
 		byCF[f.ColumnFamily] = append(byCF[f.ColumnFamily], f)
 	}
-	for cf, fs := range byCF {
-		if err := checkLevelOverlap(fs); err != nil {
+	for _, cf := range order {
+		fs, err := importLevels(byCF[cf])
+		if err != nil {
 			return fmt.Errorf("engine: import into %s, family %q: %w", dir, cf, err)
 		}
+		byCF[cf] = fs
 	}
 	opts := grocksdb.NewDefaultOptions()
 	defer opts.Destroy()
@@ -194,33 +200,74 @@ func CheckImportable(files []SSTFile) error {
 		byCF[f.ColumnFamily] = append(byCF[f.ColumnFamily], f)
 	}
 	for cf, fs := range byCF {
-		if err := checkLevelOverlap(fs); err != nil {
+		if _, err := importLevels(fs); err != nil {
 			return fmt.Errorf("family %q: %w", cf, err)
 		}
 	}
 	return nil
 }
 
-// ErrImportOverlap: the SST files of one level overlap, RocksDB 7.8 cannot
-// import them as one column family.
-var ErrImportOverlap = errors.New("engine: SST files of one level overlap")
+// ErrImportOverlap: the files cannot be arranged into RocksDB's levels
+// without two overlapping files on one level.
+var ErrImportOverlap = errors.New("engine: SST files overlap too much to import")
 
-func checkLevelOverlap(fs []SSTFile) error {
+// importNumLevels is RocksDB's default number of levels.
+const importNumLevels = 7
+
+// importLevels returns fs with levels reassigned for import (see
+// ImportSSTFiles); newer data always stays on a lower level than older
+// data it may shadow.
+func importLevels(fs []SSTFile) ([]SSTFile, error) {
+	var l0 []SSTFile
 	byLevel := map[int][]SSTFile{}
+	maxLevel := 0
 	for _, f := range fs {
+		if f.Level == 0 {
+			l0 = append(l0, f)
+			continue
+		}
 		byLevel[f.Level] = append(byLevel[f.Level], f)
+		maxLevel = max(maxLevel, f.Level)
 	}
-	for lvl, l := range byLevel {
-		for i := range l {
-			for j := i + 1; j < len(l); j++ {
-				a, b := l[i], l[j]
-				if string(a.Smallest) <= string(b.Largest) && string(b.Smallest) <= string(a.Largest) {
-					return fmt.Errorf("%w: level %d files %s and %s", ErrImportOverlap, lvl, a.Name, b.Name)
+	sort.Slice(l0, func(i, j int) bool { return l0[i].LargestSeqno > l0[j].LargestSeqno })
+	var runs [][]SSTFile
+	for _, f := range l0 {
+		if n := len(runs); n > 0 && !overlapsAny(runs[n-1], f) {
+			runs[n-1] = append(runs[n-1], f)
+			continue
+		}
+		runs = append(runs, []SSTFile{f})
+	}
+	for lvl := 1; lvl <= maxLevel; lvl++ {
+		if l := byLevel[lvl]; len(l) > 0 {
+			for i := range l {
+				if overlapsAny(l[:i], l[i]) {
+					return nil, fmt.Errorf("%w: level %d files overlap (%s)", ErrImportOverlap, lvl, l[i].Name)
 				}
 			}
+			runs = append(runs, l)
 		}
 	}
-	return nil
+	if len(runs) > importNumLevels {
+		return nil, fmt.Errorf("%w: %d sorted runs, %d levels", ErrImportOverlap, len(runs), importNumLevels)
+	}
+	out := make([]SSTFile, 0, len(fs))
+	for i, r := range runs {
+		for _, f := range r {
+			f.Level = i
+			out = append(out, f)
+		}
+	}
+	return out, nil
+}
+
+func overlapsAny(run []SSTFile, f SSTFile) bool {
+	for _, g := range run {
+		if string(g.Smallest) <= string(f.Largest) && string(f.Smallest) <= string(g.Largest) {
+			return true
+		}
+	}
+	return false
 }
 
 func nonEmpty(b []byte) []byte {
@@ -246,5 +293,84 @@ func CompactNative(b Backend) error {
 	for _, cf := range rb.cfs {
 		rb.db.CompactRangeCF(cf, grocksdb.Range{})
 	}
+	return nil
+}
+
+// OpenRocksDBKeyGroupFiles is OpenRocksDB with every state's compactions
+// cutting SST files at key-group boundaries (a fixed-prefix SST partitioner
+// over the key-group prefix): after compaction each SST file holds one key
+// group, so a rescaled restore fetches only the files of its key groups.
+// Flushes still write files spanning all key groups. It mirrors
+// rocksBackend.open with the partitioner added to each state's options.
+func OpenRocksDBKeyGroupFiles(dir string, layout Layout, states []StateDesc, ro RocksOptions) (Backend, error) {
+	if err := layout.Validate(); err != nil {
+		return nil, err
+	}
+	if err := checkStates(states); err != nil {
+		return nil, err
+	}
+	ro.defaults()
+	b := &rocksBackend{dir: dir, layout: layout, states: append([]StateDesc(nil), states...), ropts: ro}
+	if ro.Slot != nil {
+		nat, err := ro.Slot.acquire()
+		if err != nil {
+			return nil, err
+		}
+		b.slotNat = nat
+	} else {
+		b.bbto, b.cache = privateTableOptions(ro)
+	}
+	if err := b.openPartitioned(); err != nil {
+		b.release()
+		return nil, err
+	}
+	return b, nil
+}
+
+func (b *rocksBackend) openPartitioned() error {
+	base, err := columnFamilyOptions(b.ropts, 0, b.slotNat, b.bbto)
+	if err != nil {
+		return err
+	}
+	b.opts = append(b.opts, base)
+	names := []string{"default"}
+	cfOpts := []*grocksdb.Options{base}
+	for _, s := range b.states {
+		o, err := columnFamilyOptions(b.ropts, s.TTL.Milliseconds(), b.slotNat, b.bbto)
+		if err != nil {
+			return err
+		}
+		C.sfs_options_set_prefix_partitioner(nativeOptions(o), C.size_t(b.layout.Width()))
+		b.opts = append(b.opts, o)
+		names = append(names, s.Name)
+		cfOpts = append(cfOpts, o)
+	}
+	if existing, err := grocksdb.ListColumnFamilies(base, b.dir); err == nil {
+		declared := make(map[string]bool, len(names))
+		for _, n := range names {
+			declared[n] = true
+		}
+		for _, n := range existing {
+			if !declared[n] {
+				names = append(names, n)
+				cfOpts = append(cfOpts, base)
+			}
+		}
+	}
+	db, handles, err := grocksdb.OpenDbColumnFamilies(base, b.dir, names, cfOpts)
+	if err != nil {
+		return fmt.Errorf("engine: open rocksdb %s: %w", b.dir, err)
+	}
+	b.db = db
+	b.handles = handles
+	b.cfs = handles[1 : 1+len(b.states)]
+	b.cdb = nativeDB(db)
+	b.ccfs = make([]*C.rocksdb_column_family_handle_t, len(b.cfs))
+	for i, h := range b.cfs {
+		b.ccfs[i] = nativeCF(h)
+	}
+	b.cro = C.rocksdb_readoptions_create()
+	b.wo = grocksdb.NewDefaultWriteOptions()
+	b.wo.DisableWAL(true)
 	return nil
 }

@@ -8,6 +8,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/metadata.h>
 #include <rocksdb/options.h>
+#include <rocksdb/sst_partitioner.h>
 
 #include "shim_checkpoint.h"
 
@@ -137,6 +138,12 @@ char* sfs_import_column_family(rocksdb_t* db, const rocksdb_options_t* opts,
   } catch (...) {
     return strdup("sfs_import_column_family: exception");
   }
+}
+
+void sfs_options_set_prefix_partitioner(rocksdb_options_t* opts,
+                                        size_t prefix_len) {
+  opts->rep.sst_partitioner_factory =
+      rocksdb::NewSstPartitionerFixedPrefixFactory(prefix_len);
 }
 
 }  // extern "C"

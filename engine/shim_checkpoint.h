@@ -43,6 +43,12 @@ char* sfs_import_column_family(rocksdb_t* db, const rocksdb_options_t* opts,
                                const char* cf, const sfs_sst_file_t* files,
                                size_t n, const char* file_dir);
 
+// Makes compactions cut output files wherever the first prefix_len bytes
+// of the key change (rocksdb::NewSstPartitionerFixedPrefixFactory): with the
+// key-group prefix width, every compacted SST file holds one key group.
+void sfs_options_set_prefix_partitioner(rocksdb_options_t* opts,
+                                        size_t prefix_len);
+
 #ifdef __cplusplus
 }
 #endif

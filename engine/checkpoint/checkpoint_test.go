@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -32,10 +31,14 @@ type cluster struct {
 }
 
 func newCluster(t *testing.T, parallelism int) *cluster {
+	return newClusterWith(t, parallelism, engine.OpenRocksDB)
+}
+
+func newClusterWith(t *testing.T, parallelism int, open func(string, engine.Layout, []engine.StateDesc, engine.RocksOptions) (engine.Backend, error)) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir(), want: map[int]map[string]string{0: {}, 1: {}}}
 	for i, r := range keygroups.Ranges(testMaxPar, parallelism) {
-		b, err := engine.OpenRocksDB(filepath.Join(c.dir, fmt.Sprintf("task-%d", i)),
+		b, err := open(filepath.Join(c.dir, fmt.Sprintf("task-%d", i)),
 			engine.Layout{MaxParallelism: testMaxPar, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}},
 			testStates, engine.RocksOptions{WriteBufferSize: 256 << 10})
 		if err != nil {
@@ -395,13 +398,4 @@ func decodeJSONCopy(src *Manifest, dst *Manifest) error {
 	}
 	*dst = *m
 	return nil
-}
-
-func sortedKeys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -27,6 +27,9 @@ type RestoreOptions struct {
 	// of only the SST files whose key groups overlap the range (for
 	// comparison in benchmarks).
 	WholeHandles bool
+	// KeyGroupFiles opens the restored backend with key-group SST
+	// partitioning (engine.OpenRocksDBKeyGroupFiles).
+	KeyGroupFiles bool
 }
 
 // RestoreStats describes a restore.
@@ -90,6 +93,10 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRa
 	sort.SliceStable(handles, func(i, j int) bool { return overlap(handles[i]) > overlap(handles[j]) })
 	stats := &RestoreStats{Handles: len(handles)}
 	r := &restorer{ctx: ctx, st: st, id: id, rng: rng, opts: opts, stats: stats, states: states, maxPar: m.MaxParallelism}
+	open := engine.OpenRocksDB
+	if opts.KeyGroupFiles {
+		open = engine.OpenRocksDBKeyGroupFiles
+	}
 	var b engine.Backend
 	ok := false
 	defer func() {
@@ -101,10 +108,10 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRa
 		}
 	}()
 	if len(handles) == 0 {
-		b, err = engine.OpenRocksDB(dir, layout, states, opts.Rocks)
+		b, err = open(dir, layout, states, opts.Rocks)
 	} else {
 		if err = r.materialize(handles[0], dir); err == nil {
-			b, err = engine.OpenRocksDB(dir, layout, states, opts.Rocks)
+			b, err = open(dir, layout, states, opts.Rocks)
 		}
 		if err == nil {
 			err = clip(b, layout)
