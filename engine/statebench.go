@@ -24,6 +24,7 @@ type StateBenchConfig struct {
 	MicroKeys     int    // keys set up for the micro-benchmarks
 	MicroOps      int    // operations measured per micro-benchmark
 	ManagedMemory int64  // slot managed memory for every instance
+	MemoryBytes   int64  // bytes written in the memory comparison (default 32 MiB)
 	Seed          uint64
 	// Progress, when set, is told each finished step.
 	Progress func(step string)
@@ -69,6 +70,8 @@ type MemoryResult struct {
 	MemTables        int64 `json:"cur_size_all_mem_tables"`
 	TableReadersMem  int64 `json:"estimate_table_readers_mem"`
 	WriteBufferUsage int64 `json:"write_buffer_manager_usage"`
+	WriteBufferCap   int64 `json:"write_buffer_manager_capacity"`
+	ArenaBlockSize   int64 `json:"arena_block_size"`
 }
 
 // StateBenchResult is everything `sfstate bench state` reports.
@@ -612,6 +615,9 @@ func RunStateBench(cfg StateBenchConfig) (*StateBenchResult, error) {
 	}
 	if cfg.Seed == 0 {
 		cfg.Seed = 42
+	}
+	if cfg.MemoryBytes <= 0 {
+		cfg.MemoryBytes = 32 << 20
 	}
 	dir, err := os.MkdirTemp(cfg.Dir, "sfstate-bench-state-")
 	if err != nil {

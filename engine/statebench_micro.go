@@ -242,7 +242,7 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 }
 
 func runMemory(cfg StateBenchConfig, dir string) ([]MemoryResult, error) {
-	const total = 32 << 20
+	total := cfg.MemoryBytes
 	val := make([]byte, 512)
 	var out []MemoryResult
 	for _, n := range []int{1, 4, 16} {
@@ -266,7 +266,7 @@ func runMemory(cfg StateBenchConfig, dir string) ([]MemoryResult, error) {
 			}
 			bes = append(bes, be.(*rocksBackend))
 		}
-		per := total / len(val) / n
+		per := int(total) / len(val) / n
 		for i, be := range bes {
 			op := NewOperator(be, nil)
 			b := op.NewBundle()
@@ -284,7 +284,11 @@ func runMemory(cfg StateBenchConfig, dir string) ([]MemoryResult, error) {
 			}
 			b.Close()
 		}
-		r := MemoryResult{Operators: n, CacheUsage: slot.CacheUsage(), CacheCapacity: slot.CacheCapacity(), WriteBufferUsage: slot.WriteBufferUsage()}
+		ro := cfg.rocksOptions(slot)
+		ro.defaults()
+		r := MemoryResult{Operators: n, CacheUsage: slot.CacheUsage(), CacheCapacity: slot.CacheCapacity(),
+			WriteBufferUsage: slot.WriteBufferUsage(), WriteBufferCap: slot.WriteBufferCapacity(),
+			ArenaBlockSize: ArenaBlockSize(ro.WriteBufferSize, slot.WriteBufferCapacity())}
 		for _, be := range bes {
 			m, _ := be.Property("rocksdb.cur-size-all-mem-tables")
 			t, _ := be.Property("rocksdb.estimate-table-readers-mem")

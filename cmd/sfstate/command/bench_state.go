@@ -20,6 +20,9 @@ func init() {
 			&cli.IntFlag{Name: "events", Usage: "events per workload (default 2000000, --quick 200000)"},
 			&cli.IntFlag{Name: "bundle", Value: 5000, Usage: "events per bundle (a mini-batch)"},
 			&cli.StringFlag{Name: "dir", Usage: "scratch directory (default: system temp)"},
+			&cli.IntFlag{Name: "micro-keys", Usage: "keys set up per micro-benchmark (default 200000, --quick 20000)"},
+			&cli.IntFlag{Name: "micro-ops", Usage: "operations per micro-benchmark (default 500000, --quick 50000)"},
+			&cli.Int64Flag{Name: "memory-mib", Usage: "MiB written in the memory comparison (default 32)"},
 		},
 		Action: runBenchState,
 	})
@@ -39,6 +42,15 @@ func runBenchState(c *cli.Context) error {
 	}
 	if n := c.Int("events"); n > 0 {
 		cfg.Events = n
+	}
+	if n := c.Int("micro-keys"); n > 0 {
+		cfg.MicroKeys = n
+	}
+	if n := c.Int("micro-ops"); n > 0 {
+		cfg.MicroOps = n
+	}
+	if n := c.Int64("memory-mib"); n > 0 {
+		cfg.MemoryBytes = n << 20
 	}
 	if cfg.BundleSize <= 0 {
 		return Failf(ExitUsage, "bench state: --bundle must be positive")
@@ -71,9 +83,9 @@ func runBenchState(c *cli.Context) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nNative memory, operators sharing one slot (same write volume)\n")
-	fmt.Fprintln(tw, "operators\tblock cache usage\tcache capacity\tmemtables\ttable readers\twbm usage\t")
+	fmt.Fprintln(tw, "operators\tblock cache usage\tcache capacity\tmemtables\ttable readers\twbm usage\twbm capacity\tarena block\t")
 	for _, m := range res.Memory {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t\n", m.Operators, m.CacheUsage, m.CacheCapacity, m.MemTables, m.TableReadersMem, m.WriteBufferUsage)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", m.Operators, m.CacheUsage, m.CacheCapacity, m.MemTables, m.TableReadersMem, m.WriteBufferUsage, m.WriteBufferCap, m.ArenaBlockSize)
 	}
 	return tw.Flush()
 }
