@@ -1,6 +1,7 @@
 package canonical
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"strings"
@@ -86,5 +87,38 @@ func TestImportFixtures(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestTrailerMatchesFlink: the generated V4 trailer equals the bytes of
+// every fixture taken as a manual canonical savepoint (forced, as Flink
+// triggers savepoints unless unaligned checkpoints are enabled).
+func TestTrailerMatchesFlink(t *testing.T) {
+	tr, err := CheckpointPropertiesTrailer("1.20")
+	if err != nil {
+		t.Fatal(err)
+	}
+	matched := 0
+	for name, sp := range fixtureSavepoints(t) {
+		if sp.Meta.Version != 4 {
+			continue
+		}
+		p, err := sp.Meta.Properties()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if p.Name != "Savepoint" || p.FormatType != "CANONICAL" || !p.Forced {
+			continue
+		}
+		if !bytes.Equal(sp.Meta.Trailer, tr) {
+			t.Errorf("%s: trailer differs (%d vs %d bytes)", name, len(sp.Meta.Trailer), len(tr))
+		}
+		matched++
+	}
+	if matched == 0 {
+		t.Fatal("no fixture with a manual canonical savepoint trailer")
+	}
+	if _, err := CheckpointPropertiesTrailer("2.0"); err == nil {
+		t.Error("trailer for 2.0")
 	}
 }
