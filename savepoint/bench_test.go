@@ -5,20 +5,23 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/sfstate/sfstate/internal/testutil"
 	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
 // synthSavepoint writes a canonical savepoint with one keyed operator
-// (Tuple1<Long> keys, one VALUE state of BIGINT, max parallelism 128,
-// parallelism 1) holding n entries into dir, reusing the keyed header of a
-// fixture file. It returns the data file size.
-func synthSavepoint(t testing.TB, dir string, n int) int64 {
+// (Tuple1<Long> keys, one VALUE state of BIGINT, max parallelism 128)
+// holding n entries in one file per subtask into dir, reusing the keyed
+// header of a fixture file. It returns the total data size.
+func synthSavepoint(t testing.TB, dir string, n, parallelism int) int64 {
 	t.Helper()
 	fx := fixtureDir(t, fixtureUDF)
 	md, err := ParseMetadata(readFixtureMetadata(t, fixtureUDF), "fx")
@@ -46,46 +49,53 @@ func synthSavepoint(t testing.TB, dir string, n int) int64 {
 		kg := keygroups.Assign(keygroups.Tuple{keygroups.Long(int64(i))}, maxP)
 		byKG[kg] = append(byKG[kg], int64(i))
 	}
-	f, err := os.Create(filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bw := bufio.NewWriterSize(f, 1<<20)
-	w := &countWriter{w: bw}
-	w.Write(hdr)
-	offsets := make([]int64, maxP)
-	var e [4 + 10 + 4 + 8]byte // VoidNamespace writes one zero byte
-	for kg, keys := range byKG {
-		if len(keys) == 0 {
-			continue
+	var total int64
+	op := &OperatorState{ID: OperatorIDFromUID("synthetic"), Parallelism: int32(parallelism), MaxParallelism: maxP}
+	for sub := 0; sub < parallelism; sub++ {
+		start := (sub*maxP + parallelism - 1) / parallelism
+		end := ((sub+1)*maxP - 1) / parallelism
+		name := fmt.Sprintf("data-%d", sub)
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
 		}
-		offsets[kg] = w.n
-		w.Write([]byte{0, 0})
-		for i, k := range keys {
-			binary.BigEndian.PutUint32(e[0:], 10)
-			e[4] = byte(kg)
-			binary.BigEndian.PutUint64(e[5:], uint64(k))
-			e[13] = 0
-			binary.BigEndian.PutUint32(e[14:], 8)
-			binary.BigEndian.PutUint64(e[18:], uint64(k))
-			if i == len(keys)-1 {
-				e[4] |= 0x80
+		bw := bufio.NewWriterSize(f, 1<<20)
+		w := &countWriter{w: bw}
+		w.Write(hdr)
+		offsets := make([]int64, end-start+1)
+		var e [4 + 10 + 4 + 8]byte // VoidNamespace writes one zero byte
+		for kg := start; kg <= end; kg++ {
+			keys := byKG[kg]
+			if len(keys) == 0 {
+				continue
 			}
-			w.Write(e[:])
+			offsets[kg-start] = w.n
+			w.Write([]byte{0, 0})
+			for i, k := range keys {
+				binary.BigEndian.PutUint32(e[0:], 10)
+				e[4] = byte(kg)
+				binary.BigEndian.PutUint64(e[5:], uint64(k))
+				e[13] = 0
+				binary.BigEndian.PutUint32(e[14:], 8)
+				binary.BigEndian.PutUint64(e[18:], uint64(k))
+				if i == len(keys)-1 {
+					e[4] |= 0x80
+				}
+				w.Write(e[:])
+			}
+			w.Write([]byte{0xFF, 0xFF})
 		}
-		w.Write([]byte{0xFF, 0xFF})
+		if err := bw.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		total += w.n
+		op.Subtasks = append(op.Subtasks, &SubtaskState{Index: sub, ManagedKeyed: &KeyGroupsHandle{Tag: TagSavepointKeyGroups, StartKeyGroup: int32(start), Offsets: offsets,
+			Delegate: &StreamHandle{Tag: TagRelativeFile, Path: name, Size: w.n}}})
 	}
-	if err := bw.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	out := &Metadata{Version: 3, CheckpointID: 1, Operators: []*OperatorState{{
-		ID: OperatorIDFromUID("synthetic"), Parallelism: 1, MaxParallelism: maxP,
-		Subtasks: []*SubtaskState{{Index: 0, ManagedKeyed: &KeyGroupsHandle{Tag: TagSavepointKeyGroups, Offsets: offsets,
-			Delegate: &StreamHandle{Tag: TagRelativeFile, Path: "data", Size: w.n}}}},
-	}}}
+	out := &Metadata{Version: 3, CheckpointID: 1, Operators: []*OperatorState{op}}
 	b, err := EncodeMetadata(out)
 	if err != nil {
 		t.Fatal(err)
@@ -93,7 +103,7 @@ func synthSavepoint(t testing.TB, dir string, n int) int64 {
 	if err := os.WriteFile(filepath.Join(dir, MetadataName), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return w.n
+	return total
 }
 
 type countWriter struct {
@@ -109,10 +119,10 @@ func (c *countWriter) Write(p []byte) (int, error) {
 
 func TestSyntheticSavepointIsClean(t *testing.T) {
 	dir := t.TempDir()
-	synthSavepoint(t, dir, 5000)
+	synthSavepoint(t, dir, 5000, 3)
 	sp := openDir(t, dir)
 	probs, stats := Check(context.Background(), sp, CheckOptions{})
-	if len(probs) != 0 || stats.Entries != 5000 || stats.KeysVerified != 5000 || stats.KeyGroups != 128 {
+	if len(probs) != 0 || stats.Entries != 5000 || stats.KeysVerified != 5000 || stats.KeyGroups != 128 || len(sp.Meta.Operators[0].Subtasks) != 3 {
 		t.Fatalf("%d problems (first: %v), %+v", len(probs), probs[:min(1, len(probs))], stats)
 	}
 	sum := Summarize(sp)
@@ -130,7 +140,7 @@ func TestSyntheticSavepointIsClean(t *testing.T) {
 func BenchmarkWalkKeyed(b *testing.B) {
 	const n = 200000
 	dir := b.TempDir()
-	size := synthSavepoint(b, dir, n)
+	size := synthSavepoint(b, dir, n, 1)
 	sp, err := Open(context.Background(), mustLocal(b, dir), MetadataName)
 	if err != nil {
 		b.Fatal(err)
@@ -162,7 +172,7 @@ func BenchmarkWalkKeyed(b *testing.B) {
 func BenchmarkCheck(b *testing.B) {
 	const n = 200000
 	dir := b.TempDir()
-	size := synthSavepoint(b, dir, n)
+	size := synthSavepoint(b, dir, n, 1)
 	sp, err := Open(context.Background(), mustLocal(b, dir), MetadataName)
 	if err != nil {
 		b.Fatal(err)
@@ -187,5 +197,46 @@ func BenchmarkParseMetadata(b *testing.B) {
 		if _, err := ParseMetadata(raw, "m"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkCheckS3 runs the check against a local S3 gateway, serially and
+// with 4 files in flight (ranged reads only).
+func BenchmarkCheckS3(b *testing.B) {
+	const n, parallelism = 200000, 8
+	srv := testutil.StartVersitygw(b)
+	ctx := context.Background()
+	dir := b.TempDir()
+	size := synthSavepoint(b, dir, n, parallelism)
+	st, err := srv.NewStore(ctx, "", s3.S3Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := st.Put(ctx, "sp/"+e.Name(), bytes.NewReader(data), int64(len(data))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sp, err := Open(ctx, st, "sp/_metadata")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, conc := range []int{1, 4} {
+		b.Run(fmt.Sprintf("concurrency-%d", conc), func(b *testing.B) {
+			b.SetBytes(size)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				probs, stats := Check(ctx, sp, CheckOptions{Concurrency: conc})
+				if len(probs) != 0 || stats.KeysVerified != n {
+					b.Fatal(probs)
+				}
+			}
+			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+		})
 	}
 }
