@@ -55,3 +55,9 @@ func optionsUseSlot(o *grocksdb.Options, s *SlotMemory) (uses bool, arena, write
 
 // threadCPU is the CPU time the calling OS thread has used.
 func threadCPU() time.Duration { return time.Duration(C.sfs_thread_cpu_ns()) }
+
+// newNativeTTLFilter creates the native TTL compaction filter (owned by the
+// options it is set on).
+func newNativeTTLFilter(ttlMillis int64, clock *Clock) *C.rocksdb_compactionfilter_t {
+	return C.sfs_ttl_filter_new(C.int64_t(ttlMillis), clock.c)
+}

@@ -101,7 +101,7 @@ func columnFamilyOptions(o RocksOptions, ttlMillis int64, slot *C.sfs_slot_memor
 		opts.SetBlockBasedTableFactory(private)
 	}
 	if ttlMillis > 0 {
-		f := C.sfs_ttl_filter_new(C.int64_t(ttlMillis), o.Clock.c)
+		f := newNativeTTLFilter(ttlMillis, o.Clock)
 		if f == nil {
 			opts.Destroy()
 			return nil, errors.New("engine: cannot create the TTL compaction filter")
