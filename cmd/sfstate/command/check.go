@@ -23,7 +23,7 @@ problem with file and offset, 3 when the savepoint cannot be read at all.`,
 			&cli.BoolFlag{Name: "metadata-only", Usage: "check files and offsets only, do not decode key-group blocks"},
 			&cli.IntFlag{Name: "max-problems", Value: 1000, Usage: "stop after this many problems"},
 			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "state files checked at once"},
-			s3EndpointFlag,
+			savepointS3EndpointFlag,
 		},
 		Action: runCheck,
 	})

@@ -34,14 +34,14 @@ lines instead. Native (non-canonical) keyed state is listed but not decoded.`,
 			&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML report to `FILE`"},
 			&cli.BoolFlag{Name: "metadata-only", Usage: "do not read state files; report sizes from the metadata only"},
 			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "state files read at once for the summary (not --dump, which keeps file order)"},
-			s3EndpointFlag,
+			savepointS3EndpointFlag,
 		},
 		Action: runInspect,
 	})
 }
 
-// parseKeyGroupRange parses "10-20" or "7".
-func parseKeyGroupRange(s string) (lo, hi int, err error) {
+// inspectKeyGroupRange parses "10-20" or "7".
+func inspectKeyGroupRange(s string) (lo, hi int, err error) {
 	if s == "" {
 		return 0, -1, nil
 	}
@@ -62,8 +62,8 @@ func parseKeyGroupRange(s string) (lo, hi int, err error) {
 	return lo, hi, nil
 }
 
-// parseNow parses RFC 3339 or epoch millis.
-func parseNow(s string) (int64, error) {
+// inspectParseNow parses RFC 3339 or epoch millis.
+func inspectParseNow(s string) (int64, error) {
 	if s == "" {
 		return time.Now().UnixMilli(), nil
 	}
@@ -79,7 +79,7 @@ func parseNow(s string) (int64, error) {
 
 func inspectOptions(c *cli.Context) (savepoint.ScanOptions, error) {
 	var o savepoint.ScanOptions
-	lo, hi, err := parseKeyGroupRange(c.String("key-groups"))
+	lo, hi, err := inspectKeyGroupRange(c.String("key-groups"))
 	if err != nil {
 		return o, err
 	}
@@ -91,11 +91,11 @@ func inspectOptions(c *cli.Context) (savepoint.ScanOptions, error) {
 			return o, fmt.Errorf("--ttl must be positive")
 		}
 		o.TTLMillis = d.Milliseconds()
-		if o.NowMillis, err = parseNow(c.String("now")); err != nil {
+		if o.NowMillis, err = inspectParseNow(c.String("now")); err != nil {
 			return o, err
 		}
 	} else if c.String("now") != "" {
-		if o.NowMillis, err = parseNow(c.String("now")); err != nil {
+		if o.NowMillis, err = inspectParseNow(c.String("now")); err != nil {
 			return o, err
 		}
 	}
@@ -172,9 +172,9 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 	if s.SnapshotName != "" {
 		kind += fmt.Sprintf(" (%s, action %s)", s.SnapshotName, s.PostCheckpointAction)
 	}
-	fmt.Fprintf(w, "metadata     version %d, checkpoint %d, %s\n", s.MetadataVersion, s.CheckpointID, fmtBytes(s.MetadataBytes))
+	fmt.Fprintf(w, "metadata     version %d, checkpoint %d, %s\n", s.MetadataVersion, s.CheckpointID, inspectBytes(s.MetadataBytes))
 	fmt.Fprintf(w, "format       %s\n", kind)
-	fmt.Fprintf(w, "state        %s in %d files + %s inline, %d operators\n", fmtBytes(s.TotalBytes), s.Files, fmtBytes(s.InlineBytes), len(s.Operators))
+	fmt.Fprintf(w, "state        %s in %d files + %s inline, %d operators\n", inspectBytes(s.TotalBytes), s.Files, inspectBytes(s.InlineBytes), len(s.Operators))
 	for _, n := range s.Notes {
 		fmt.Fprintf(w, "note         %s\n", n)
 	}
@@ -187,7 +187,7 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 			fmt.Fprintf(w, "  name=%q", op.Name)
 		}
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "  parallelism %d, max parallelism %d, %d subtasks with state, %s", op.Parallelism, op.MaxParallelism, op.SubtasksWithState, fmtBytes(op.Bytes))
+		fmt.Fprintf(w, "  parallelism %d, max parallelism %d, %d subtasks with state, %s", op.Parallelism, op.MaxParallelism, op.SubtasksWithState, inspectBytes(op.Bytes))
 		if op.FinishedSubtasks > 0 {
 			fmt.Fprintf(w, ", %d finished subtasks", op.FinishedSubtasks)
 		}
@@ -196,7 +196,7 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 		}
 		fmt.Fprintln(w)
 		if op.KeyedLayout != "" {
-			fmt.Fprintf(w, "  keyed state: %s (handle tags %v), %s\n", op.KeyedLayout, op.KeyedTags, fmtBytes(op.KeyedBytes))
+			fmt.Fprintf(w, "  keyed state: %s (handle tags %v), %s\n", op.KeyedLayout, op.KeyedTags, inspectBytes(op.KeyedBytes))
 		}
 		if op.Note != "" {
 			fmt.Fprintf(w, "  note: %s\n", op.Note)
@@ -216,15 +216,15 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 			if st.UserKeyType != "" {
 				fmt.Fprintf(w, "  user key %s", st.UserKeyType)
 			}
-			fmt.Fprintf(w, "  value %s  ttl %s", st.ValueType, yesNo(st.TTL))
+			fmt.Fprintf(w, "  value %s  ttl %s", st.ValueType, inspectYesNo(st.TTL))
 			if s.Scanned && op.KeyedLayout == savepoint.LayoutCanonical {
-				fmt.Fprintf(w, "  %d entries  %s", st.Entries, fmtBytes(st.Bytes))
+				fmt.Fprintf(w, "  %d entries  %s", st.Entries, inspectBytes(st.Bytes))
 			}
 			fmt.Fprintln(w)
 			if st.TTLEntries > 0 && st.TTLOldest != nil {
-				fmt.Fprintf(w, "      ttl last access: oldest %s, newest %s", fmtMillis(*st.TTLOldest), fmtMillis(*st.TTLNewest))
+				fmt.Fprintf(w, "      ttl last access: oldest %s, newest %s", inspectMillis(*st.TTLOldest), inspectMillis(*st.TTLNewest))
 				if s.TTLMillis > 0 {
-					fmt.Fprintf(w, "; %d of %d expired (ttl %s at %s)", st.Expired, st.TTLEntries, time.Duration(s.TTLMillis)*time.Millisecond, fmtMillis(s.NowMillis))
+					fmt.Fprintf(w, "; %d of %d expired (ttl %s at %s)", st.Expired, st.TTLEntries, time.Duration(s.TTLMillis)*time.Millisecond, inspectMillis(s.NowMillis))
 				}
 				fmt.Fprintln(w)
 			}
@@ -268,13 +268,13 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 	}
 }
 
-func yesNo(b bool) string {
+func inspectYesNo(b bool) string {
 	if b {
 		return "yes"
 	}
 	return "no"
 }
 
-func fmtMillis(ms int64) string {
+func inspectMillis(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
 }

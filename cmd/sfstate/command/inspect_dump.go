@@ -10,8 +10,8 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// dumpLine is one --dump output line.
-type dumpLine struct {
+// inspectDumpLine is one --dump output line.
+type inspectDumpLine struct {
 	Operator     string `json:"operator"`
 	Subtask      int    `json:"subtask"`
 	KeyGroup     int    `json:"keyGroup"`
@@ -38,7 +38,7 @@ func runDump(c *cli.Context, sp *savepoint.Savepoint, o savepoint.ScanOptions) e
 		if kind == "" {
 			kind = e.State.Type.String()
 		}
-		line := dumpLine{
+		line := inspectDumpLine{
 			Operator: e.Operator.ID.String(), Subtask: e.Subtask, KeyGroup: e.KeyGroup,
 			State: e.State.Name, Kind: kind,
 			Key: e.Key, Namespace: e.Namespace, UserKey: e.UserKey, Value: e.Value,

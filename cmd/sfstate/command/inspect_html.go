@@ -11,22 +11,22 @@ import (
 	"github.com/sfstate/sfstate/savepoint"
 )
 
-// bar is one bar of an SVG bar chart.
-type bar struct {
+// reportBar is one bar of an SVG bar chart.
+type reportBar struct {
 	Label string
 	Value float64
 	Text  string
 }
 
-type chart struct {
+type reportChart struct {
 	Title  string
-	Bars   []bar
+	Bars   []reportBar
 	Width  int
 	Height int
 }
 
 // svgChart renders a horizontal bar chart as inline SVG.
-func svgChart(c chart) template.HTML {
+func svgChart(c reportChart) template.HTML {
 	const rowH, labelW, textW = 18, 260, 110
 	if c.Width == 0 {
 		c.Width = 900
@@ -56,7 +56,7 @@ func svgChart(c chart) template.HTML {
 	return template.HTML(buf.String())
 }
 
-func shortID(op *savepoint.OperatorSummary) string {
+func reportShortID(op *savepoint.OperatorSummary) string {
 	if op.UID != "" {
 		return op.UID
 	}
@@ -67,30 +67,30 @@ func shortID(op *savepoint.OperatorSummary) string {
 }
 
 // reportCharts builds the charts of the HTML report.
-func reportCharts(s *savepoint.Summary) []chart {
-	var out []chart
-	var sizes []bar
+func reportCharts(s *savepoint.Summary) []reportChart {
+	var out []reportChart
+	var sizes []reportBar
 	for _, op := range s.Operators {
 		if op.Bytes == 0 {
 			continue
 		}
-		sizes = append(sizes, bar{shortID(op), float64(op.Bytes), fmtBytes(op.Bytes)})
+		sizes = append(sizes, reportBar{reportShortID(op), float64(op.Bytes), inspectBytes(op.Bytes)})
 	}
-	out = append(out, chart{Title: "State size per operator", Bars: sizes})
-	var states []bar
+	out = append(out, reportChart{Title: "State size per operator", Bars: sizes})
+	var states []reportBar
 	for _, op := range s.Operators {
 		for _, st := range op.KeyedStates {
-			states = append(states, bar{shortID(op) + " / " + st.Name, float64(st.Bytes), fmt.Sprintf("%s, %d entries", fmtBytes(st.Bytes), st.Entries)})
+			states = append(states, reportBar{reportShortID(op) + " / " + st.Name, float64(st.Bytes), fmt.Sprintf("%s, %d entries", inspectBytes(st.Bytes), st.Entries)})
 		}
 	}
 	if s.Scanned {
-		out = append(out, chart{Title: "Keyed state size per state", Bars: states})
+		out = append(out, reportChart{Title: "Keyed state size per state", Bars: states})
 	}
 	for _, op := range s.Operators {
 		if op.KeyGroups == nil || op.KeyGroups.NonEmpty == 0 {
 			continue
 		}
-		var kgs []bar
+		var kgs []reportBar
 		counts := op.KeyGroups.Counts
 		// Bucket key groups so a chart never has more than 64 bars.
 		bucket := 1
@@ -111,9 +111,9 @@ func reportCharts(s *savepoint.Summary) []chart {
 			if bucket > 1 {
 				label = fmt.Sprintf("kg %d-%d", k*bucket, k*bucket+bucket-1)
 			}
-			kgs = append(kgs, bar{label, float64(agg[k]), fmt.Sprint(agg[k])})
+			kgs = append(kgs, reportBar{label, float64(agg[k]), fmt.Sprint(agg[k])})
 		}
-		out = append(out, chart{Title: "Entries per key group: " + shortID(op), Bars: kgs})
+		out = append(out, reportChart{Title: "Entries per key group: " + reportShortID(op), Bars: kgs})
 	}
 	// TTL age histogram over all states.
 	var ages []savepoint.AgeBucket
@@ -132,19 +132,19 @@ func reportCharts(s *savepoint.Summary) []chart {
 		}
 	}
 	if ages != nil {
-		var bars []bar
+		var bars []reportBar
 		for _, b := range ages {
-			bars = append(bars, bar{b.Label, float64(b.Entries), fmt.Sprint(b.Entries)})
+			bars = append(bars, reportBar{b.Label, float64(b.Entries), fmt.Sprint(b.Entries)})
 		}
-		out = append(out, chart{Title: "TTL age (time since last access)", Bars: bars})
+		out = append(out, reportChart{Title: "TTL age (time since last access)", Bars: bars})
 	}
 	return out
 }
 
 var reportTmpl = template.Must(template.New("r").Funcs(template.FuncMap{
-	"bytes": fmtBytes,
+	"bytes": inspectBytes,
 	"svg":   svgChart,
-	"yesno": yesNo,
+	"yesno": inspectYesNo,
 }).Parse(`<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>sfstate inspect: {{.S.Source}}</title>
 <style>
@@ -185,7 +185,7 @@ func renderHTMLReport(s *savepoint.Summary) ([]byte, error) {
 	var buf bytes.Buffer
 	err := reportTmpl.Execute(&buf, struct {
 		S      *savepoint.Summary
-		Charts []chart
+		Charts []reportChart
 	}{s, reportCharts(s)})
 	return buf.Bytes(), err
 }

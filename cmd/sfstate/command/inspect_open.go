@@ -13,8 +13,8 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// s3EndpointFlag selects an S3-compatible endpoint for s3:// paths.
-var s3EndpointFlag = &cli.StringFlag{
+// savepointS3EndpointFlag selects an S3-compatible endpoint for s3:// paths.
+var savepointS3EndpointFlag = &cli.StringFlag{
 	Name:    "s3-endpoint",
 	Usage:   "endpoint URL of an S3-compatible store for s3:// paths, e.g. http://127.0.0.1:7070",
 	EnvVars: []string{"SFSTATE_S3_ENDPOINT"},
@@ -64,8 +64,8 @@ func savepointStore(ctx context.Context, c *cli.Context, arg string) (s3.Storage
 	return st, key, nil
 }
 
-// fmtBytes renders a byte count in binary units.
-func fmtBytes(n int64) string {
+// inspectBytes renders a byte count in binary units.
+func inspectBytes(n int64) string {
 	const unit = 1024
 	if n < unit {
 		return fmt.Sprintf("%d B", n)

@@ -19,7 +19,7 @@ import (
 	"github.com/sfstate/sfstate/savepoint"
 )
 
-var rewrite = flag.Bool("rewrite", false, "rewrite golden files under testdata/golden")
+var rewriteGolden = flag.Bool("rewrite", false, "rewrite golden files under testdata/golden")
 
 // fixtureSavepoint returns the directory holding a fixture's _metadata.
 func fixtureSavepoint(t *testing.T, name string) string {
@@ -31,8 +31,8 @@ func fixtureSavepoint(t *testing.T, name string) string {
 	return filepath.Join(d, "savepoint")
 }
 
-// copyDir copies the regular files of src into a new temporary directory.
-func copyDir(t *testing.T, src string) string {
+// inspectCopyDir copies the regular files of src into a new temporary directory.
+func inspectCopyDir(t *testing.T, src string) string {
 	t.Helper()
 	dst := t.TempDir()
 	ents, err := os.ReadDir(src)
@@ -54,15 +54,15 @@ func copyDir(t *testing.T, src string) string {
 	return dst
 }
 
-// golden compares got with testdata/golden/<name>, or rewrites it.
-func golden(t *testing.T, name string, got []byte) {
+// goldenCompare compares got with testdata/golden/<name>, or rewrites it.
+func goldenCompare(t *testing.T, name string, got []byte) {
 	t.Helper()
 	root, err := fixtures.Root()
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(root, "testdata", "golden", name)
-	if *rewrite {
+	if *rewriteGolden {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-var goldenFixtures = []string{
+var inspectGoldenFixtures = []string{
 	"flink1.20-rocksdb-canonical-valuestate-timers",
 	"flink1.15-rocksdb-canonical-metadata-v3",
 	"flink1.20-hashmap-canonical-liststate-window-inline",
@@ -104,14 +104,14 @@ var goldenFixtures = []string{
 
 func TestInspectGolden(t *testing.T) {
 	fx := fixtures.Require(t)
-	for _, name := range goldenFixtures {
+	for _, name := range inspectGoldenFixtures {
 		t.Run(name, func(t *testing.T) {
 			dir := fixtureSavepoint(t, name)
 			out, errOut, code := run(t, "inspect", "--ttl", "24h", "--now", "2024-02-01T00:00:00Z", dir)
 			if code != ExitOK {
 				t.Fatalf("exit %d: %s", code, errOut)
 			}
-			golden(t, "inspect/"+name+".txt", []byte(strings.ReplaceAll(out, fx, "<fixtures>")))
+			goldenCompare(t, "inspect/"+name+".txt", []byte(strings.ReplaceAll(out, fx, "<fixtures>")))
 		})
 	}
 	dir := fixtureSavepoint(t, "sql-rocksdb-canonical-join-ttl-valuestate")
@@ -119,12 +119,12 @@ func TestInspectGolden(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	golden(t, "inspect/sql-rocksdb-canonical-join-ttl-valuestate.dump.jsonl", []byte(out))
+	goldenCompare(t, "inspect/sql-rocksdb-canonical-join-ttl-valuestate.dump.jsonl", []byte(out))
 	out, errOut, code = run(t, "--json", "inspect", "--ttl", "1s", "--now", "1704352692000", fixtureSavepoint(t, "sql-rocksdb-canonical-join-ttl-valuestate"))
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	golden(t, "inspect/sql-rocksdb-canonical-join-ttl-valuestate.json", []byte(strings.ReplaceAll(out, fx, "<fixtures>")))
+	goldenCompare(t, "inspect/sql-rocksdb-canonical-join-ttl-valuestate.json", []byte(strings.ReplaceAll(out, fx, "<fixtures>")))
 }
 
 func TestInspectJSONIsValid(t *testing.T) {
@@ -206,7 +206,7 @@ func TestInspectNativeRefusesDump(t *testing.T) {
 	}
 }
 
-func hashTree(t *testing.T, dir string) string {
+func inspectHashTree(t *testing.T, dir string) string {
 	t.Helper()
 	h := sha256.New()
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
@@ -234,8 +234,8 @@ func hashTree(t *testing.T, dir string) string {
 }
 
 func TestInspectAndCheckNeverModifyInput(t *testing.T) {
-	dir := copyDir(t, fixtureSavepoint(t, "flink1.19-rocksdb-canonical-snappy-compressed"))
-	before := hashTree(t, dir)
+	dir := inspectCopyDir(t, fixtureSavepoint(t, "flink1.19-rocksdb-canonical-snappy-compressed"))
+	before := inspectHashTree(t, dir)
 	report := filepath.Join(t.TempDir(), "report.html")
 	for _, args := range [][]string{
 		{"inspect", dir},
@@ -248,7 +248,7 @@ func TestInspectAndCheckNeverModifyInput(t *testing.T) {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}
 	}
-	if after := hashTree(t, dir); after != before {
+	if after := inspectHashTree(t, dir); after != before {
 		t.Fatal("input directory changed")
 	}
 }
@@ -279,7 +279,7 @@ func TestInspectHTMLReport(t *testing.T) {
 }
 
 func TestInspectCorruptInputExit3(t *testing.T) {
-	dir := copyDir(t, fixtureSavepoint(t, "flink1.20-rocksdb-canonical-valuestate-timers"))
+	dir := inspectCopyDir(t, fixtureSavepoint(t, "flink1.20-rocksdb-canonical-valuestate-timers"))
 	meta := filepath.Join(dir, "_metadata")
 	b, _ := os.ReadFile(meta)
 	// Truncate the metadata inside the operator list.
@@ -295,7 +295,7 @@ func TestInspectCorruptInputExit3(t *testing.T) {
 	}
 	// A corrupt key-group block: inspect fails with file and offset, check
 	// lists it and exits 1.
-	dir = copyDir(t, fixtureSavepoint(t, "flink1.20-rocksdb-canonical-valuestate-timers"))
+	dir = inspectCopyDir(t, fixtureSavepoint(t, "flink1.20-rocksdb-canonical-valuestate-timers"))
 	mb, _ := os.ReadFile(filepath.Join(dir, "_metadata"))
 	md, err := savepoint.ParseMetadata(mb, "m")
 	if err != nil {
