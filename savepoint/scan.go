@@ -319,10 +319,17 @@ func IsStop(err error) bool { return errors.Is(err, errStop) }
 // then returns it, and IsStop recognizes it.
 var StopWalk = errStop
 
-// kindOf names a state's kind for summaries.
+// StateKind names a keyed state's kind for reports: VALUE, LIST, MAP,
+// REDUCING, AGGREGATING, ... for key/value states, TIMERS for timer
+// queues ("_timer_state/..."), PRIORITY_QUEUE for other queues.
+func StateKind(m *keyed.StateMeta) string { return kindOf(m) }
+
 func kindOf(m *keyed.StateMeta) string {
 	if m.Type == keyed.PriorityQueue {
-		return "TIMERS"
+		if strings.HasPrefix(m.Name, "_timer_state/") {
+			return "TIMERS"
+		}
+		return "PRIORITY_QUEUE"
 	}
 	if m.Kind != "" {
 		return m.Kind

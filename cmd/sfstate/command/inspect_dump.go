@@ -34,10 +34,7 @@ func runDump(c *cli.Context, sp *savepoint.Savepoint, o savepoint.ScanOptions) e
 		if limit > 0 && n >= limit {
 			return savepoint.StopWalk
 		}
-		kind := e.State.Kind
-		if kind == "" {
-			kind = e.State.Type.String()
-		}
+		kind := savepoint.StateKind(e.State)
 		line := inspectDumpLine{
 			Operator: e.Operator.ID.String(), Subtask: e.Subtask, KeyGroup: e.KeyGroup,
 			State: e.State.Name, Kind: kind,
