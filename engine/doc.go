@@ -13,6 +13,7 @@
 //
 //	value, list:     kg | uvarint(len key) key | uvarint(len ns) ns
 //	map, multiset:   kg | uvarint(len key) key | uvarint(len ns) ns | user key
+//	priority queue:  kg | priority (big-endian, sign bit flipped) | element
 //
 // Map and multiset entries of one (key, namespace) are contiguous and
 // ordered by user-key bytes. Every stored value starts with an 8-byte
@@ -55,5 +56,23 @@
 // by every RocksDB instance of the slot; arena blocks are one eighth of the
 // smaller of the configured write buffer and the shared capacity, 4 KiB
 // aligned. Native memory is bounded by M regardless of operator count.
-// Pool hands out reservations for Go-side caches.
+// Pool hands out reservations for Go-side caches (WinnerCache, join probe
+// caches, migration buffers); a reservation that cannot be had is a normal
+// outcome.
+//
+// Every memtable holding data owns at least one arena block, and the
+// write-buffer manager charges whole blocks: with f column families holding
+// data across the slot, memtable memory cannot drop below f × arena block.
+// With the formula above that floor is f/8 of the shared write-buffer
+// capacity when the configured write buffer is larger than the shared
+// capacity, so the budget holds for up to ~8 active column families per
+// slot; beyond that, configure a smaller write buffer (arena = 1/8 of it).
+// TestNativeMemoryBoundedByOperatorCount and `sfstate bench state` measure it.
+//
+// # Top-1 winners
+//
+// WinnerCache keeps clean decoded Top-1 winners across bundles for one
+// state, bounded by a pool reservation; writes still go straight to
+// RocksDB, eviction never writes, and keys created in the admitting bundle
+// bypass admission.
 package engine
