@@ -227,3 +227,25 @@ func mustLocal(t testing.TB, dir string) *s3.Local {
 	}
 	return st
 }
+
+func TestWriteMetadataThenOpen(t *testing.T) {
+	ctx := context.Background()
+	md, err := ParseMetadata(readFixtureMetadata(t, fixtureUDF), "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s3.NewMem()
+	if err := WriteMetadata(ctx, st, "sp/_metadata", md, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteMetadata(ctx, st, "sp/_metadata", md, true); !s3.IsExist(err) {
+		t.Fatalf("second put-if-absent: %v", err)
+	}
+	sp, err := Open(ctx, st, "sp/_metadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sp.Meta.Operators) != len(md.Operators) || sp.FormatType() != FormatCanonical {
+		t.Fatal("reopened metadata differs")
+	}
+}

@@ -1,8 +1,11 @@
 package savepoint
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 
+	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
@@ -256,4 +259,19 @@ func (w *writer) stream(h *StreamHandle) {
 	default:
 		w.fail("cannot write stream handle tag %d", h.Tag)
 	}
+}
+
+// WriteMetadata encodes md and stores it under key (normally
+// "<dir>/_metadata"). The store publishes the object only once complete;
+// with ifAbsent an existing object is never replaced (the error then
+// satisfies s3.IsExist).
+func WriteMetadata(ctx context.Context, st s3.Storage, key string, md *Metadata, ifAbsent bool) error {
+	b, err := EncodeMetadata(md)
+	if err != nil {
+		return err
+	}
+	if ifAbsent {
+		return st.PutIfAbsent(ctx, key, bytes.NewReader(b), int64(len(b)))
+	}
+	return st.Put(ctx, key, bytes.NewReader(b), int64(len(b)))
 }
