@@ -22,6 +22,7 @@ type faultRig struct {
 	raw    *s3.S3 // through the proxy
 	st     s3.Storage
 	c      s3.Counters
+	ctx    context.Context
 	// storeRetries counts the S3 store's own retries (parts, puts).
 	storeRetries atomic.Int64
 }
@@ -36,6 +37,10 @@ func newFaultRig(t *testing.T, prefix string) *faultRig {
 		t.Fatal(err)
 	}
 	r := &faultRig{srv: srv, proxy: proxy}
+	// No fault test may hang: every operation runs under this deadline.
+	tctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+	t.Cleanup(cancel)
+	r.ctx = tctx
 	r.direct, err = srv.NewStore(ctx, prefix, s3.S3Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -72,16 +77,18 @@ func newToxicAfter(t *testing.T, r io.Reader, n int64, p *testutil.Proxy, toxic 
 	return &toxicAfter{r: r, n: n, proxy: p, toxic: toxic, hold: hold, removed: make(chan struct{}), t: t}
 }
 
+// fire adds the toxic in the background: toxiproxy can only insert a toxic
+// into a connection whose data keeps flowing, so the transfer must go on
+// (slowly, see Read) meanwhile.
 func (ta *toxicAfter) fire() {
 	ta.once.Do(func() {
-		if err := ta.proxy.AddToxic(context.Background(), ta.toxic); err != nil {
-			ta.t.Errorf("add toxic: %v", err)
-			close(ta.removed)
-			return
-		}
-		ta.added.Store(true)
 		go func() {
 			defer close(ta.removed)
+			if err := ta.proxy.AddToxic(context.Background(), ta.toxic); err != nil {
+				ta.t.Errorf("add toxic: %v", err)
+				return
+			}
+			ta.added.Store(true)
 			time.Sleep(ta.hold)
 			if err := ta.proxy.RemoveToxic(context.Background(), ta.toxic.Name); err != nil {
 				ta.t.Errorf("remove toxic: %v", err)
@@ -91,6 +98,13 @@ func (ta *toxicAfter) fire() {
 }
 
 func (ta *toxicAfter) Read(p []byte) (int, error) {
+	if ta.seen >= ta.n && !ta.added.Load() {
+		// Until the toxic is in place, trickle so the fault lands mid-transfer.
+		time.Sleep(time.Millisecond)
+		if len(p) > 16<<10 {
+			p = p[:16<<10]
+		}
+	}
 	n, err := ta.r.Read(p)
 	ta.seen += int64(n)
 	if ta.seen >= ta.n {
@@ -99,11 +113,20 @@ func (ta *toxicAfter) Read(p []byte) (int, error) {
 	return n, err
 }
 
-func (ta *toxicAfter) wait() { <-ta.removed }
+// wait returns once a fired toxic has been removed; at once if it never
+// fired (the transfer ended or failed before n bytes).
+func (ta *toxicAfter) wait() {
+	ta.once.Do(func() { close(ta.removed) })
+	select {
+	case <-ta.removed:
+	case <-time.After(30 * time.Second):
+		ta.t.Error("toxic removal did not finish")
+	}
+}
 
 func TestFaultLatency(t *testing.T) {
 	r := newFaultRig(t, "lat")
-	ctx := context.Background()
+	ctx := r.ctx
 	for _, s := range []string{"downstream", "upstream"} {
 		if err := r.proxy.AddToxic(ctx, testutil.Latency("lat-"+s, s, 40*time.Millisecond, 5*time.Millisecond)); err != nil {
 			t.Fatal(err)
@@ -141,7 +164,7 @@ func TestFaultLatency(t *testing.T) {
 
 func TestFaultResetMidDownload(t *testing.T) {
 	r := newFaultRig(t, "rdl")
-	ctx := context.Background()
+	ctx := r.ctx
 	const size = 24 << 20
 	want := detCRC(t, 41, size)
 	if err := r.direct.Put(ctx, "obj", newDetReader(41, size), size); err != nil {
@@ -177,7 +200,7 @@ func TestFaultResetMidDownload(t *testing.T) {
 
 func TestFaultMidUpload(t *testing.T) {
 	r := newFaultRig(t, "rul")
-	ctx := context.Background()
+	ctx := r.ctx
 	const size = 30<<20 + 5
 	want := detCRC(t, 51, size)
 	for _, tc := range []struct {
@@ -218,7 +241,7 @@ func TestFaultMidUpload(t *testing.T) {
 // pending multipart upload behind.
 func TestFaultFailedPublishCleansUp(t *testing.T) {
 	r := newFaultRig(t, "fail")
-	ctx := context.Background()
+	ctx := r.ctx
 	files := []s3.SnapshotFile{
 		{Key: "snap/a.sst", Size: 1 << 20, Open: func() (io.ReadCloser, error) { return io.NopCloser(newDetReader(1, 1<<20)), nil }},
 		{Key: "snap/big.sst", Size: 20 << 20, Open: func() (io.ReadCloser, error) { return io.NopCloser(newDetReader(2, 20<<20)), nil }},

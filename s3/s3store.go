@@ -67,8 +67,10 @@ type S3Options struct {
 	// Memory use of an upload is at most (Concurrency+1)*PartSize.
 	Concurrency int
 	// StallTimeout cancels a request that makes no progress (no body bytes
-	// sent or received) for this long; the attempt then counts as a
-	// transient failure. Default 60s.
+	// sent or received, or no response headers after the request was sent)
+	// for this long; the attempt then counts as a transient failure.
+	// Default 60s; negative disables. Server-side copies of very large
+	// objects must answer within it.
 	StallTimeout time.Duration
 	// Retry bounds the retries the store does itself on requests whose body
 	// it holds in memory (parts, small puts, multipart control calls).
@@ -117,6 +119,9 @@ func NewS3(ctx context.Context, bucket, prefix string, opts S3Options) (*S3, err
 	if opts.StallTimeout == 0 {
 		opts.StallTimeout = 60 * time.Second
 	}
+	if opts.StallTimeout < 0 {
+		opts.StallTimeout = 0
+	}
 	opts.Retry = opts.Retry.norm()
 
 	var loads []func(*config.LoadOptions) error
@@ -133,10 +138,16 @@ func NewS3(ctx context.Context, bucket, prefix string, opts S3Options) (*S3, err
 	if opts.HTTPClient != nil {
 		loads = append(loads, config.WithHTTPClient(opts.HTTPClient))
 	} else {
+		stall := opts.StallTimeout
 		loads = append(loads, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
 			tr.MaxIdleConns = 1024
 			tr.MaxIdleConnsPerHost = 1024
 			tr.IdleConnTimeout = 90 * time.Second
+			if stall > 0 {
+				// A request whose response does not start within the stall
+				// timeout (a black-holed connection) fails transiently.
+				tr.ResponseHeaderTimeout = stall
+			}
 		})))
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, loads...)
