@@ -229,3 +229,36 @@ func (op *Operator) ClipToRange(r KeyGroupRange) error {
 
 // Flush makes every committed bundle durable.
 func (op *Operator) Flush() error { return op.be.Flush() }
+
+// MultiGet reads keys of the state with one batched read and hands each
+// live payload to fn in input order (ok=false when absent or expired),
+// straight from the backend's memory: for RocksDB the bytes are pinned
+// block or memtable memory, valid only during fn, released after the batch.
+// Operators decode into their own structures here without a copy.
+func (s *State) MultiGet(keys [][]byte, fn func(i int, ts int64, payload []byte, ok bool)) error {
+	now := s.op.clock.Now()
+	var derr error
+	err := s.op.be.MultiGet(s.id, keys, func(i int, v []byte, found bool) {
+		if !found {
+			fn(i, 0, nil, false)
+			return
+		}
+		ts, p, good := splitValue(v)
+		if !good {
+			if derr == nil {
+				derr = fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
+			}
+			fn(i, 0, nil, false)
+			return
+		}
+		if s.expired(ts, now) {
+			fn(i, 0, nil, false)
+			return
+		}
+		fn(i, ts, p, true)
+	})
+	if err == nil {
+		err = derr
+	}
+	return err
+}

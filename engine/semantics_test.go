@@ -472,3 +472,55 @@ func mustHeap(t *testing.T) Backend {
 	}
 	return be
 }
+
+func TestStateMultiGetInputOrder(t *testing.T) {
+	forBackends(t, smallLayout, func(t *testing.T, op *Operator, clock *Clock) {
+		s := mustState(t, op, "vttl")
+		b := op.NewBundle()
+		defer b.Close()
+		var keys [][]byte
+		begin(t, b)
+		for i := 0; i < 50; i++ {
+			k := s.Key(nil, (i*37)%128, []byte(fmt.Sprint("key", i)), nil)
+			keys = append(keys, k)
+			if i%3 != 0 {
+				_ = b.Put(s, k, []byte(fmt.Sprint("val", i)))
+			}
+		}
+		commit(t, b)
+		// unsorted, repeated, with an absent key
+		order := []int{49, 3, 3, 0, 17, 1, 48, 2}
+		var in [][]byte
+		for _, i := range order {
+			in = append(in, keys[i])
+		}
+		got := make([]string, len(in))
+		err := s.MultiGet(in, func(i int, ts int64, p []byte, ok bool) {
+			if ok {
+				if ts != clock.Now() {
+					t.Errorf("ts %d", ts)
+				}
+				got[i] = string(p)
+			} else {
+				got[i] = "-"
+			}
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := "[val49 - - - val17 val1 - val2]"
+		if fmt.Sprint(got) != want {
+			t.Fatalf("got %v want %s", got, want)
+		}
+		clock.Advance(10 * time.Second)
+		n := 0
+		_ = s.MultiGet(in, func(_ int, _ int64, _ []byte, ok bool) {
+			if ok {
+				n++
+			}
+		})
+		if n != 0 {
+			t.Fatalf("%d expired values returned", n)
+		}
+	})
+}
