@@ -314,6 +314,15 @@ func TestMetadataParsesAsIncrementalHandles(t *testing.T) {
 }
 
 func TestCorruptObjectIsReported(t *testing.T) {
+	t.Run("whole", func(t *testing.T) { testCorrupt(t) })
+	t.Run("ranged", func(t *testing.T) {
+		defer func(a, b int64) { rangedThreshold, rangedChunk = a, b }(rangedThreshold, rangedChunk)
+		rangedThreshold, rangedChunk = 1000, 777
+		testCorrupt(t)
+	})
+}
+
+func testCorrupt(t *testing.T) {
 	ctx := context.Background()
 	st := localStore(t)
 	c := newCluster(t, 1)
@@ -322,6 +331,13 @@ func TestCorruptObjectIsReported(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Intact: restores exactly.
+	ok, _, err := Restore(ctx, st, 1, engine.KeyGroupRange{Start: 0, End: testMaxPar - 1}, filepath.Join(t.TempDir(), "ok"), RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkRestored(t, c.want, []engine.Backend{ok})
+	ok.Close()
 	f := res.Manifest.Subtasks[0].Shared[0]
 	p := filepath.Join(st.Root(), filepath.FromSlash(f.Key))
 	b, err := os.ReadFile(p)
