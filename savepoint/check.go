@@ -96,7 +96,10 @@ type checker struct {
 	probs []Problem
 	stats CheckStats
 	sizes map[string]int64 // stat cache by key; -1 = missing
-	mu    sync.Mutex       // guards probs, stats, sizes and progress
+	// starts holds, per keyed stream, every non-zero key-group offset of
+	// all handles using it, sorted (read-only once the jobs run).
+	starts map[string][]int64
+	mu     sync.Mutex // guards probs, stats, sizes and progress
 }
 
 // stat updates the statistics under the lock.
@@ -205,6 +208,7 @@ func (c *checker) run() error {
 			}
 		}
 	}
+	c.starts = keyedBlockStarts(md)
 	// File and data checks, one job per handle.
 	if c.o.Concurrency <= 1 {
 		for _, j := range jobs {
@@ -471,6 +475,10 @@ func (c *checker) checkKeyedData(op *OperatorState, st *SubtaskState, h *KeyGrou
 			return err
 		}
 		kg := int(h.StartKeyGroup) + i
+		// The block must end where the next block of the same stream
+		// starts (in any handle: rescaled views share files), or at the
+		// end of the stream.
+		ropts.End = c.blockEnd(h.Delegate, off, size)
 		var addErr error
 		var entries, verified, unverified int64
 		err := br.Read(obj, size, loc.Name, hdr, kg, off, ropts, func(e *keyed.Entry) error {
@@ -633,4 +641,45 @@ func SortProblems(ps []Problem) {
 		}
 		return ps[i].Offset < ps[j].Offset
 	})
+}
+
+// streamID identifies a stream across handles.
+func streamID(h *StreamHandle) string {
+	if h.Tag == TagByteStream {
+		return fmt.Sprintf("inline:%s:%d:%p", h.Name, len(h.Data), h.Data)
+	}
+	return fmt.Sprintf("%d:%s:%d", h.Tag, h.Path, h.StartPos)
+}
+
+func keyedBlockStarts(md *Metadata) map[string][]int64 {
+	out := map[string][]int64{}
+	for _, op := range md.Operators {
+		for _, st := range op.Subtasks {
+			h, ok := st.ManagedKeyed.(*KeyGroupsHandle)
+			if !ok || h.Delegate == nil {
+				continue
+			}
+			id := streamID(h.Delegate)
+			for _, off := range h.Offsets {
+				if off != 0 {
+					out[id] = append(out[id], off)
+				}
+			}
+		}
+	}
+	for id, offs := range out {
+		sort.Slice(offs, func(i, j int) bool { return offs[i] < offs[j] })
+		out[id] = offs
+	}
+	return out
+}
+
+// blockEnd returns the first block start after off in h's stream, or size.
+func (c *checker) blockEnd(h *StreamHandle, off, size int64) int64 {
+	offs := c.starts[streamID(h)]
+	i := sort.Search(len(offs), func(i int) bool { return offs[i] > off })
+	if i < len(offs) && offs[i] <= size {
+		return offs[i]
+	}
+	return size
 }

@@ -119,6 +119,21 @@ func TestCheckDetectsMutations(t *testing.T) {
 			h, path := keyedFileOf(t, sp, dir, timelyOp1, 2)
 			patchFile(t, path, h.Offset(2)+20, 0xAA, 0x55)
 		}, ProblemBlock},
+		{"garbage after the last block", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
+			// Append bytes and record the new size: only the block-end
+			// check can notice.
+			h, path := keyedFileOf(t, sp, dir, flatMap1, 2)
+			f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write([]byte("junk")); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+			h.Delegate.Size += 4
+			rewriteMetadata(t, dir, sp)
+		}, ProblemBlock},
 		{"truncate file", fixtureUDF, func(t *testing.T, dir string, sp *Savepoint) {
 			_, path := keyedFileOf(t, sp, dir, timelyOp1, 1)
 			st, _ := os.Stat(path)
@@ -205,5 +220,26 @@ func TestCheckDetectsMutations(t *testing.T) {
 			}
 			t.Logf("%s", probs[0])
 		})
+	}
+}
+
+// TestCheckAcceptsRescaledViews splits one subtask's handle into two
+// handles over the same file (what a metadata-only rescale writes): the
+// block-end check must use the other view's offsets, not the file end.
+func TestCheckAcceptsRescaledViews(t *testing.T) {
+	dir := t.TempDir()
+	synthSavepoint(t, dir, 3000, 1)
+	sp := openDir(t, dir)
+	op := sp.Meta.Operators[0]
+	h := op.Subtasks[0].ManagedKeyed.(*KeyGroupsHandle)
+	lo := &KeyGroupsHandle{Tag: h.Tag, StartKeyGroup: 0, Offsets: h.Offsets[:64], Delegate: h.Delegate}
+	hi := &KeyGroupsHandle{Tag: h.Tag, StartKeyGroup: 64, Offsets: h.Offsets[64:], Delegate: h.Delegate}
+	op.Parallelism = 2
+	op.Subtasks = []*SubtaskState{{Index: 0, ManagedKeyed: lo}, {Index: 1, ManagedKeyed: hi}}
+	rewriteMetadata(t, dir, sp)
+	sp = openDir(t, dir)
+	probs, stats := Check(context.Background(), sp, CheckOptions{})
+	if len(probs) != 0 || stats.Entries != 3000 {
+		t.Fatalf("%d problems (first %v), %+v", len(probs), probs[:min(1, len(probs))], stats)
 	}
 }
