@@ -1,0 +1,46 @@
+// Package rescale rewrites a savepoint's `_metadata` for another
+// parallelism while leaving the state files where they are.
+//
+// # What `_metadata` can express
+//
+// Flink's metadata serializer (MetadataV2V3SerializerBase.serializeSubtaskState)
+// writes at most one managed and one raw keyed handle per subtask; a
+// collection of more is rejected. On restore, StateAssignmentOperation gives
+// new subtask i the recorded subtask i's handle when the new parallelism
+// equals the recorded one, and otherwise the intersection of every recorded
+// handle with i's key-group range (KeyGroupsStateHandle.getIntersection keeps
+// the same file and the sub-array of offsets). A new subtask whose range
+// spans two old files can therefore not be written as one view handle.
+//
+// # Design: a layout parallelism
+//
+// CanonicalViews records the operator at a layout parallelism K instead: the
+// smallest multiple of the target N whose standard ranges
+// (keygroups.RangeForSubtask) each lie inside one old handle (K = N when N is
+// a multiple of the old parallelism; at most the max parallelism, where every
+// range is one key group). Layout subtask j holds one view: the offsets of its
+// range in the old handle, the same delegate file. The result is an ordinary
+// Flink layout — restored at K, subtask j takes its view; restored at N or
+// any other parallelism, Flink intersects and every new subtask receives
+// exactly the views of its key groups. Nothing is copied: the bytes written
+// are the new `_metadata`. Inline streams are cut to the view's blocks
+// (header plus the blocks of its range, byte for byte) so the metadata does
+// not repeat them K times.
+//
+// Operator (non-keyed) state of a keyed operator goes to the first layout
+// subtask of its old subtask (split and union lists appear once, as before);
+// broadcast-mode states, identical on every subtask, go to every layout
+// subtask so each restored subtask finds them. Operators without keyed
+// state are copied unchanged: Flink repartitions them itself.
+//
+// Relative handles would point outside the destination; they become
+// absolute URIs into the source (file:/… or s3://…), or with Options.Copy
+// the files are copied (server-side within one store) and stay relative.
+//
+// # Publishing
+//
+// Run never writes under the source. Data files (copies, rewritten state)
+// are written and confirmed first, `_metadata` last with PutIfAbsent
+// (s3.CommitMetadata), so a failed run leaves no `_metadata` and an existing
+// one is never overwritten.
+package rescale

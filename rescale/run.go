@@ -1,0 +1,459 @@
+package rescale
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/savepoint"
+)
+
+// ErrExists is returned when the destination already has a `_metadata`.
+var ErrExists = errors.New("rescale: destination already holds a _metadata")
+
+// Progress is advanced while files are copied or rewritten (bytes).
+type Progress interface {
+	Add(n int64)
+	SetTotal(total int64)
+}
+
+// Options selects what Run does.
+type Options struct {
+	// Parallelism is the parallelism the job will be restored with.
+	Parallelism int
+	// MaxParallelism > 0 re-keys every entry into a new key-group space
+	// (state files are rewritten).
+	MaxParallelism int
+	// MergeFiles rewrites the keyed state into one file per new subtask.
+	MergeFiles bool
+	// Copy copies the source files the new `_metadata` references into the
+	// destination (server-side when Request.CopyStore is set) and keeps
+	// their handles relative. Without it, relative handles become absolute
+	// URIs pointing at the source.
+	Copy bool
+	// Progress, when set, is told the bytes to copy/rewrite and advanced.
+	Progress Progress
+	// Concurrency bounds concurrent reads and copies (default 4).
+	Concurrency int
+}
+
+// Request is one rescale: a source savepoint opened with savepoint.Open,
+// a destination store rooted at the new savepoint directory, and the URIs
+// both are known by in handles.
+type Request struct {
+	Src *savepoint.Savepoint
+	// SrcURI is the absolute URI of the store root of Src ("file:/data/sp",
+	// "s3://bucket/prefix"); relative handles are rebased onto it.
+	SrcURI string
+	Dst    s3.Storage
+	// CopyStore, when set, holds both trees: source key k is SrcPrefix+k,
+	// destination key k is DstPrefix+k; copies then use its server-side
+	// Copy. Otherwise files are streamed from Src.Store to Dst.
+	CopyStore            s3.Storage
+	SrcPrefix, DstPrefix string
+	Options
+}
+
+// Result reports what Run did.
+type Result struct {
+	Source      string        `json:"source"`
+	Destination string        `json:"destination"`
+	Operators   []LayoutStats `json:"operators"`
+	// StateBytes is the size of the keyed and operator state the source
+	// references (files plus inline streams).
+	StateBytes int64 `json:"stateBytes"`
+	// MetadataBytes is the size of the new `_metadata`.
+	MetadataBytes int64 `json:"metadataBytes"`
+	// CopiedBytes were copied unchanged (--copy); RewrittenBytes were
+	// written as new state files (re-key, merge).
+	CopiedBytes    int64 `json:"copiedBytes"`
+	RewrittenBytes int64 `json:"rewrittenBytes"`
+	// BytesWritten = MetadataBytes + CopiedBytes + RewrittenBytes.
+	BytesWritten int64 `json:"bytesWritten"`
+	// ReferencedFiles are source files the new `_metadata` points at
+	// (absolute handles); CopiedFiles were copied; NewFiles written.
+	ReferencedFiles int `json:"referencedFiles"`
+	CopiedFiles     int `json:"copiedFiles"`
+	NewFiles        int `json:"newFiles"`
+	// Verified is set when the logical content of rewritten state was
+	// compared with the source before `_metadata` was published.
+	Verified bool `json:"verified"`
+	// Entries is the number of keyed entries compared (rewrites only).
+	Entries int64 `json:"entries,omitempty"`
+}
+
+// Run rescales req.Src into req.Dst. Nothing under the source is written;
+// `_metadata` is written last with PutIfAbsent, only after every data file
+// is confirmed, so a failure leaves no `_metadata` at the destination.
+func Run(ctx context.Context, req Request) (*Result, error) {
+	if req.Src == nil || req.Dst == nil {
+		return nil, errors.New("rescale: source and destination are required")
+	}
+	if req.Parallelism < 1 {
+		return nil, fmt.Errorf("rescale: parallelism %d must be at least 1", req.Parallelism)
+	}
+	if _, err := req.Dst.Stat(ctx, savepoint.MetadataName); err == nil {
+		return nil, fmt.Errorf("%w: %s", ErrExists, req.Dst.String())
+	} else if !s3.IsNotExist(err) {
+		return nil, fmt.Errorf("rescale: %s: %w", req.Dst.String(), err)
+	}
+	src := req.Src
+	res := &Result{Source: src.Name(), Destination: req.Dst.String()}
+	md := *src.Meta
+	md.Operators = make([]*savepoint.OperatorState, len(src.Meta.Operators))
+	rw := req.MaxParallelism > 0 || req.MergeFiles
+	var rewriter *rewriter
+	own := map[*savepoint.StreamHandle]bool{}
+	if rw {
+		rewriter = newRewriter(ctx, req, res, own)
+	}
+	for i, op := range src.Meta.Operators {
+		kind, err := Classify(op)
+		if err != nil {
+			return nil, err
+		}
+		switch kind {
+		case KindNonKeyed:
+			md.Operators[i] = op
+			continue
+		case KindNative:
+			if rw {
+				return nil, fmt.Errorf("%w: operator %s holds native (incremental RocksDB) handles; --max-parallelism and --merge-files need a canonical savepoint", ErrUnsupported, op.ID)
+			}
+			nop, st, err := NativeViews(op, req.Parallelism)
+			if err != nil {
+				return nil, err
+			}
+			md.Operators[i] = nop
+			res.Operators = append(res.Operators, st)
+		case KindCanonical:
+			if rw {
+				nop, st, err := rewriter.operator(op)
+				if err != nil {
+					return nil, err
+				}
+				md.Operators[i] = nop
+				res.Operators = append(res.Operators, st)
+				continue
+			}
+			nop, st, err := CanonicalViews(op, req.Parallelism)
+			if err != nil {
+				return nil, err
+			}
+			md.Operators[i] = nop
+			res.Operators = append(res.Operators, st)
+		}
+	}
+	var written []s3.Written
+	var err error
+	if rewriter != nil {
+		if err := rewriter.finish(); err != nil {
+			return nil, err
+		}
+		written = append(written, rewriter.written...)
+	}
+	if res.StateBytes, err = stateBytes(ctx, src); err != nil {
+		return nil, err
+	}
+	// Rebase (or copy) every file the new metadata references.
+	tr := &translator{req: req, own: own, done: map[*savepoint.StreamHandle]*savepoint.StreamHandle{}, copied: map[string]bool{}, sized: map[string]bool{}}
+	if err := tr.metadata(ctx, &md, res); err != nil {
+		return nil, err
+	}
+	if req.Copy {
+		w, err := tr.copyAll(ctx, res)
+		if err != nil {
+			return nil, err
+		}
+		written = append(written, w...)
+	}
+	b, err := savepoint.EncodeMetadata(&md)
+	if err != nil {
+		return nil, fmt.Errorf("rescale: encoding the new _metadata: %w", err)
+	}
+	if _, err := savepoint.ParseMetadata(b, "rescaled _metadata"); err != nil {
+		return nil, fmt.Errorf("rescale: the new _metadata does not parse back: %w", err)
+	}
+	res.MetadataBytes = int64(len(b))
+	res.BytesWritten = res.MetadataBytes + res.CopiedBytes + res.RewrittenBytes
+	if err := s3.CommitMetadata(ctx, req.Dst, written, savepoint.MetadataName, b); err != nil {
+		if s3.IsExist(err) {
+			return nil, fmt.Errorf("%w: %s", ErrExists, req.Dst.String())
+		}
+		return nil, fmt.Errorf("rescale: publishing %s: %w", req.Dst.String(), err)
+	}
+	return res, nil
+}
+
+// translator rewrites the stream handles of the new metadata: relative
+// handles become absolute URIs into the source (or, with Copy, stay
+// relative and are copied). Handles written by the rewriter are marked in
+// own and left alone.
+type translator struct {
+	req    Request
+	done   map[*savepoint.StreamHandle]*savepoint.StreamHandle
+	own    map[*savepoint.StreamHandle]bool
+	copied map[string]bool // source key -> scheduled
+	order  []string
+	sized  map[string]bool
+}
+
+func (t *translator) metadata(ctx context.Context, md *savepoint.Metadata, res *Result) error {
+	for i, op := range md.Operators {
+		nop := *op
+		nop.Subtasks = make([]*savepoint.SubtaskState, len(op.Subtasks))
+		for j, st := range op.Subtasks {
+			ns := *st
+			var err error
+			if ns.ManagedKeyed, err = t.keyed(ctx, st.ManagedKeyed, res); err != nil {
+				return err
+			}
+			if ns.RawKeyed, err = t.keyed(ctx, st.RawKeyed, res); err != nil {
+				return err
+			}
+			if ns.ManagedOperator, err = t.operator(ctx, st.ManagedOperator, res); err != nil {
+				return err
+			}
+			if ns.RawOperator, err = t.operator(ctx, st.RawOperator, res); err != nil {
+				return err
+			}
+			nop.Subtasks[j] = &ns
+		}
+		md.Operators[i] = &nop
+	}
+	return nil
+}
+
+func (t *translator) keyed(ctx context.Context, kh savepoint.KeyedHandle, res *Result) (savepoint.KeyedHandle, error) {
+	switch h := kh.(type) {
+	case nil:
+		return nil, nil
+	case *savepoint.KeyGroupsHandle:
+		d, err := t.stream(ctx, h.Delegate, res)
+		if err != nil {
+			return nil, err
+		}
+		c := *h
+		c.Delegate = d
+		return &c, nil
+	case *savepoint.IncrementalHandle:
+		c := *h
+		var err error
+		if c.Meta, err = t.stream(ctx, h.Meta, res); err != nil {
+			return nil, err
+		}
+		for _, list := range []*[]savepoint.NamedStream{&c.Shared, &c.Private} {
+			src := *list
+			out := make([]savepoint.NamedStream, len(src))
+			for i, ns := range src {
+				out[i] = ns
+				if out[i].Handle, err = t.stream(ctx, ns.Handle, res); err != nil {
+					return nil, err
+				}
+			}
+			*list = out
+		}
+		return &c, nil
+	}
+	return nil, fmt.Errorf("%w: keyed handle tag %d", ErrUnsupported, kh.HandleTag())
+}
+
+func (t *translator) operator(ctx context.Context, h *savepoint.OperatorHandle, res *Result) (*savepoint.OperatorHandle, error) {
+	if h == nil {
+		return nil, nil
+	}
+	d, err := t.stream(ctx, h.Delegate, res)
+	if err != nil {
+		return nil, err
+	}
+	c := *h
+	c.Delegate = d
+	return &c, nil
+}
+
+func (t *translator) stream(ctx context.Context, h *savepoint.StreamHandle, res *Result) (*savepoint.StreamHandle, error) {
+	if h == nil {
+		return nil, nil
+	}
+	if t.own[h] {
+		return h, nil
+	}
+	if d, ok := t.done[h]; ok {
+		return d, nil
+	}
+	c := *h
+	switch h.Tag {
+	case savepoint.TagKeyGroups:
+		if h.KeyGroups != nil {
+			kg := *h.KeyGroups
+			d, err := t.stream(ctx, kg.Delegate, res)
+			if err != nil {
+				return nil, err
+			}
+			kg.Delegate = d
+			c.KeyGroups = &kg
+		}
+	case savepoint.TagRelativeFile, savepoint.TagFile, savepoint.TagSegmentFile:
+		loc, err := t.req.Src.Resolve(h)
+		if err != nil {
+			return nil, err
+		}
+		if !t.sized[loc.Key] {
+			t.sized[loc.Key] = true
+			if h.Tag == savepoint.TagRelativeFile && !t.req.Copy {
+				res.ReferencedFiles++
+			}
+		}
+		if h.Tag == savepoint.TagRelativeFile {
+			if t.req.Copy {
+				if !t.copied[loc.Key] {
+					t.copied[loc.Key] = true
+					t.order = append(t.order, loc.Key)
+				}
+				// Keep the relative path: the copy lands at the same key
+				// under the destination root.
+				c.Path = relKey(t.req.Src.Dir, loc.Key)
+			} else {
+				c.Tag = savepoint.TagFile
+				c.Path = strings.TrimSuffix(t.req.SrcURI, "/") + "/" + loc.Key
+			}
+		}
+	}
+	t.done[h] = &c
+	return &c, nil
+}
+
+func relKey(dir, key string) string {
+	if dir == "" {
+		return key
+	}
+	return strings.TrimPrefix(key, dir+"/")
+}
+
+// copyAll copies the scheduled source files into the destination (same
+// relative key), server-side when possible.
+func (t *translator) copyAll(ctx context.Context, res *Result) ([]s3.Written, error) {
+	var out []s3.Written
+	for _, key := range t.order {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		dk := relKey(t.req.Src.Dir, key)
+		if t.req.CopyStore != nil {
+			if err := t.req.CopyStore.Copy(ctx, t.req.SrcPrefix+key, t.req.DstPrefix+dk); err != nil {
+				return nil, fmt.Errorf("rescale: copying %s: %w", key, err)
+			}
+			info, err := t.req.Dst.Stat(ctx, dk)
+			if err != nil {
+				return nil, fmt.Errorf("rescale: copied %s: %w", dk, err)
+			}
+			out = append(out, s3.Written{Key: dk, Size: info.Size})
+			res.CopiedBytes += info.Size
+		} else {
+			info, err := t.req.Src.Store.Stat(ctx, key)
+			if err != nil {
+				return nil, fmt.Errorf("rescale: %s: %w", key, err)
+			}
+			rc, err := t.req.Src.Store.Get(ctx, key)
+			if err != nil {
+				return nil, fmt.Errorf("rescale: %s: %w", key, err)
+			}
+			w, err := s3.PutHashed(ctx, t.req.Dst, dk, progressReader{rc, t.req.Progress}, info.Size)
+			rc.Close()
+			if err != nil {
+				return nil, fmt.Errorf("rescale: copying %s: %w", key, err)
+			}
+			out = append(out, w)
+			res.CopiedBytes += w.Size
+		}
+		res.CopiedFiles++
+	}
+	return out, nil
+}
+
+type progressReader struct {
+	r io.Reader
+	p Progress
+}
+
+func (p progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if p.p != nil && n > 0 {
+		p.p.Add(int64(n))
+	}
+	return n, err
+}
+
+// stateBytes is the size of the state src references: distinct files (their
+// stored size) plus inline streams.
+func stateBytes(ctx context.Context, src *savepoint.Savepoint) (int64, error) {
+	seen := map[string]bool{}
+	var total int64
+	var add func(h *savepoint.StreamHandle) error
+	add = func(h *savepoint.StreamHandle) error {
+		if h == nil {
+			return nil
+		}
+		switch h.Tag {
+		case savepoint.TagByteStream:
+			total += int64(len(h.Data))
+		case savepoint.TagKeyGroups:
+			if h.KeyGroups != nil {
+				return add(h.KeyGroups.Delegate)
+			}
+		case savepoint.TagRelativeFile, savepoint.TagFile, savepoint.TagSegmentFile:
+			loc, err := src.Resolve(h)
+			if err != nil {
+				return err
+			}
+			if seen[loc.Key] {
+				return nil
+			}
+			seen[loc.Key] = true
+			if loc.Segment {
+				total += loc.Size
+				return nil
+			}
+			info, err := src.Store.Stat(ctx, loc.Key)
+			if err != nil {
+				return fmt.Errorf("rescale: %s: %w", loc.Name, err)
+			}
+			total += info.Size
+		}
+		return nil
+	}
+	for _, op := range src.Meta.Operators {
+		for _, st := range op.Subtasks {
+			for _, kh := range []savepoint.KeyedHandle{st.ManagedKeyed, st.RawKeyed} {
+				switch h := kh.(type) {
+				case *savepoint.KeyGroupsHandle:
+					if err := add(h.Delegate); err != nil {
+						return 0, err
+					}
+				case *savepoint.IncrementalHandle:
+					if err := add(h.Meta); err != nil {
+						return 0, err
+					}
+					for _, l := range [][]savepoint.NamedStream{h.Shared, h.Private} {
+						for _, ns := range l {
+							if err := add(ns.Handle); err != nil {
+								return 0, err
+							}
+						}
+					}
+				}
+			}
+			for _, oh := range []*savepoint.OperatorHandle{st.ManagedOperator, st.RawOperator} {
+				if oh != nil {
+					if err := add(oh.Delegate); err != nil {
+						return 0, err
+					}
+				}
+			}
+		}
+	}
+	return total, nil
+}
