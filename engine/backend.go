@@ -160,6 +160,13 @@ type Backend interface {
 	Close() error
 }
 
+// MultiStateGetter is implemented by backends that read keys of several
+// states in one batch (RocksDB: one batched MultiGet over several column
+// families). fn is called in input order as for MultiGet.
+type MultiStateGetter interface {
+	MultiGetStates(sts []int, keys [][]byte, fn func(i int, val []byte, ok bool)) error
+}
+
 // Batch collects writes applied atomically by Commit. Put and Delete copy
 // their arguments.
 type Batch interface {

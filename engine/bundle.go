@@ -31,6 +31,7 @@ type entry struct {
 // BundleStats counts one bundle's traffic.
 type BundleStats struct {
 	Hydrated   int // keys read by Begin's batched reads
+	Reads      int // batched backend reads issued by Begin and Hydrate
 	PointReads int // keys read later, one at a time (misses of Begin)
 	Writes     int // puts and deletes in the commit batch
 }
@@ -53,7 +54,8 @@ type Bundle struct {
 	stats    BundleStats
 	keyBuf   []byte
 	scratch  [][]byte
-	scratchE []*entry
+	scratchS []int
+	misses   []missRef
 	chunks   [][]entry
 	chunk    int
 	dirty    []dirtyRef
@@ -112,24 +114,15 @@ func (b *Bundle) Begin(keys []KeyRef) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	// group by state, preserving first appearance
-	var order []*State
-	groups := map[int][][]byte{}
 	for _, r := range keys {
 		if r.State == nil || r.State.op != b.op {
 			b.abort()
 			return errors.New("engine: Begin: key of a foreign or nil state")
 		}
-		if _, ok := groups[r.State.id]; !ok {
-			order = append(order, r.State)
-		}
-		groups[r.State.id] = append(groups[r.State.id], r.Key)
 	}
-	for _, s := range order {
-		if err := b.Hydrate(s, groups[s.id]); err != nil {
-			b.abort()
-			return err
-		}
+	if err := b.hydrate(keys, nil, nil); err != nil {
+		b.abort()
+		return err
 	}
 	return nil
 }
@@ -141,17 +134,23 @@ func (b *Bundle) Hydrate(s *State, keys [][]byte) error {
 	if !b.active {
 		return ErrNoBundle
 	}
-	need := b.scratch[:0]
-	ents := b.scratchE[:0]
-	wc := b.winners[s.id]
-	for _, k := range keys {
+	return b.hydrate(nil, s, keys)
+}
+
+// hydrate reads the misses among refs (or among keys of state one) with one
+// batched read: a single MultiGet over every state involved when the
+// backend supports it, else one per state.
+func (b *Bundle) hydrate(refs []KeyRef, one *State, keys [][]byte) error {
+	misses := b.misses[:0]
+	single := true
+	consider := func(s *State, k []byte) {
 		bk := bkey{s.id, string(k)}
 		if _, ok := b.entries[bk]; ok {
-			continue
+			return
 		}
 		e := b.newEntry()
 		b.entries[bk] = e
-		if wc != nil {
+		if wc := b.winners[s.id]; wc != nil {
 			if w, ok := wc.get(k); ok {
 				e.stored = true
 				if !s.expired(w.ts, b.now) {
@@ -160,18 +159,74 @@ func (b *Bundle) Hydrate(s *State, keys [][]byte) error {
 					b.slab = append(b.slab, w.val...)
 					e.val = b.slab[off:len(b.slab):len(b.slab)]
 				}
-				continue
+				return
 			}
 		}
-		need = append(need, k)
-		ents = append(ents, e)
+		if len(misses) > 0 && misses[0].s != s {
+			single = false
+		}
+		misses = append(misses, missRef{s, k, e})
 	}
-	b.scratch, b.scratchE = need[:0], ents[:0]
-	if len(need) == 0 {
+	if one != nil {
+		for _, k := range keys {
+			consider(one, k)
+		}
+	} else {
+		for _, r := range refs {
+			consider(r.State, r.Key)
+		}
+	}
+	defer func() {
+		clear(misses)
+		b.misses = misses[:0]
+	}()
+	if len(misses) == 0 {
 		return nil
 	}
-	b.stats.Hydrated += len(need)
-	return b.load(s, need, ents)
+	b.stats.Hydrated += len(misses)
+	need := b.scratch[:0]
+	for _, m := range misses {
+		need = append(need, m.k)
+	}
+	defer func() {
+		clear(need)
+		b.scratch = need[:0]
+	}()
+	var derr error
+	fill := func(i int, v []byte, found bool) {
+		if err := b.fill(misses[i].s, misses[i].e, v, found); err != nil && derr == nil {
+			derr = err
+		}
+	}
+	var err error
+	b.stats.Reads++
+	if single {
+		err = b.op.be.MultiGet(misses[0].s.id, need, fill)
+	} else if mg, ok := b.op.be.(MultiStateGetter); ok {
+		sts := b.scratchS[:0]
+		for _, m := range misses {
+			sts = append(sts, m.s.id)
+		}
+		b.scratchS = sts[:0]
+		err = mg.MultiGetStates(sts, need, fill)
+	} else {
+		for i := range misses {
+			i := i
+			if err = b.op.be.MultiGet(misses[i].s.id, need[i:i+1], func(_ int, v []byte, found bool) { fill(i, v, found) }); err != nil {
+				break
+			}
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return derr
+}
+
+type missRef struct {
+	s *State
+	k []byte
+	e *entry
 }
 
 func (b *Bundle) newEntry() *entry {
@@ -187,30 +242,24 @@ func (b *Bundle) newEntry() *entry {
 	return &(*c)[len(*c)-1]
 }
 
-func (b *Bundle) load(s *State, keys [][]byte, ents []*entry) error {
-	var derr error
-	err := b.op.be.MultiGet(s.id, keys, func(i int, v []byte, found bool) {
-		e := ents[i]
-		if found {
-			e.stored = true
-			ts, p, ok := splitValue(v)
-			if !ok {
-				if derr == nil {
-					derr = fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
-				}
-			} else if !s.expired(ts, b.now) {
-				e.present, e.before = true, true
-				e.ts = ts
-				off := len(b.slab)
-				b.slab = append(b.slab, p...)
-				e.val = b.slab[off:len(b.slab):len(b.slab)]
-			}
-		}
-	})
-	if err != nil {
-		return err
+// fill sets a hydrated entry from the stored value.
+func (b *Bundle) fill(s *State, e *entry, v []byte, found bool) error {
+	if !found {
+		return nil
 	}
-	return derr
+	e.stored = true
+	ts, p, ok := splitValue(v)
+	if !ok {
+		return fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
+	}
+	if !s.expired(ts, b.now) {
+		e.present, e.before = true, true
+		e.ts = ts
+		off := len(b.slab)
+		b.slab = append(b.slab, p...)
+		e.val = b.slab[off:len(b.slab):len(b.slab)]
+	}
+	return nil
 }
 
 func (b *Bundle) lookup(s *State, key []byte) (*entry, error) {
@@ -226,10 +275,11 @@ func (b *Bundle) lookup(s *State, key []byte) (*entry, error) {
 	b.stats.PointReads++
 	e := b.newEntry()
 	b.entries[bkey{s.id, string(key)}] = e
-	if err := b.load(s, [][]byte{key}, []*entry{e}); err != nil {
+	var derr error
+	if err := b.op.be.MultiGet(s.id, [][]byte{key}, func(_ int, v []byte, found bool) { derr = b.fill(s, e, v, found) }); err != nil {
 		return nil, err
 	}
-	return e, nil
+	return e, derr
 }
 
 // Get returns the live payload of key, or ok=false.

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"errors"
 	"sort"
 	"sync"
 )
@@ -173,3 +174,19 @@ func (b *heapBatch) Commit() error {
 }
 
 func (b *heapBatch) Close() { b.ops = nil }
+
+func (h *heapBackend) MultiGetStates(sts []int, keys [][]byte, fn func(i int, val []byte, ok bool)) error {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if len(sts) != len(keys) {
+		return errors.New("engine: MultiGetStates: states and keys differ in length")
+	}
+	for i, k := range keys {
+		if err := h.check(sts[i]); err != nil {
+			return err
+		}
+		v, ok := h.data[sts[i]][string(k)]
+		fn(i, v, ok)
+	}
+	return nil
+}

@@ -249,6 +249,7 @@ func (b *rocksBackend) check(st int) error {
 type mgScratch struct {
 	keybuf []byte
 	lens   []C.size_t
+	states []C.uint16_t
 	vptrs  []*C.char
 	vlens  []C.size_t
 }
@@ -295,6 +296,60 @@ func (b *rocksBackend) MultiGet(st int, keys [][]byte, fn func(i int, val []byte
 	defer C.sfs_multiget_release(pins, C.size_t(n))
 	if err := cError(cerr); err != nil {
 		return fmt.Errorf("engine: multiget on state %q: %w", b.states[st].Name, err)
+	}
+	for i := 0; i < n; i++ {
+		if vptrs[i] == nil {
+			fn(i, nil, false)
+			continue
+		}
+		fn(i, unsafe.Slice((*byte)(unsafe.Pointer(vptrs[i])), int(vlens[i])), true)
+	}
+	return nil
+}
+
+// MultiGetStates reads keys of several states in one batched MultiGet.
+func (b *rocksBackend) MultiGetStates(sts []int, keys [][]byte, fn func(i int, val []byte, ok bool)) error {
+	b.mu.RLock()
+	defer b.mu.RUnlock()
+	if b.closed {
+		return ErrClosed
+	}
+	if len(sts) != len(keys) {
+		return errors.New("engine: MultiGetStates: states and keys differ in length")
+	}
+	n := len(keys)
+	if n == 0 {
+		return nil
+	}
+	sc, _ := b.scratchP.Get().(*mgScratch)
+	if sc == nil {
+		sc = &mgScratch{}
+	}
+	defer b.scratchP.Put(sc)
+	sc.keybuf, sc.lens, sc.states = sc.keybuf[:0], sc.lens[:0], sc.states[:0]
+	for i, k := range keys {
+		if sts[i] < 0 || sts[i] >= len(b.cfs) {
+			return ErrUnknownState
+		}
+		sc.keybuf = append(sc.keybuf, k...)
+		sc.lens = append(sc.lens, C.size_t(len(k)))
+		sc.states = append(sc.states, C.uint16_t(sts[i]))
+	}
+	if cap(sc.vptrs) < n {
+		sc.vptrs = make([]*C.char, n)
+		sc.vlens = make([]C.size_t, n)
+	}
+	vptrs, vlens := sc.vptrs[:n], sc.vlens[:n]
+	var z byte
+	kb := (*C.char)(unsafe.Pointer(&z))
+	if len(sc.keybuf) > 0 {
+		kb = (*C.char)(unsafe.Pointer(&sc.keybuf[0]))
+	}
+	var pins unsafe.Pointer
+	cerr := C.sfs_multiget_cfs(b.cdb, &b.ccfs[0], C.size_t(len(b.ccfs)), C.size_t(n), &sc.states[0], kb, &sc.lens[0], &vptrs[0], &vlens[0], &pins)
+	defer C.sfs_multiget_cfs_release(pins)
+	if err := cError(cerr); err != nil {
+		return fmt.Errorf("engine: multiget: %w", err)
 	}
 	for i := 0; i < n; i++ {
 		if vptrs[i] == nil {

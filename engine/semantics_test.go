@@ -524,3 +524,40 @@ func TestStateMultiGetInputOrder(t *testing.T) {
 		}
 	})
 }
+
+func TestBeginIsOneBatchedRead(t *testing.T) {
+	forBackends(t, smallLayout, func(t *testing.T, op *Operator, _ *Clock) {
+		v, m, l := mustState(t, op, "v"), mustState(t, op, "m"), mustState(t, op, "l")
+		b := op.NewBundle()
+		defer b.Close()
+		kv := v.Key(nil, 1, []byte("a"), nil)
+		km := m.EntryKey(nil, 2, []byte("a"), nil, []byte("u"))
+		kl := l.Key(nil, 3, []byte("a"), nil)
+		begin(t, b)
+		_ = b.Put(v, kv, []byte("1"))
+		_ = b.Put(m, km, []byte("2"))
+		_ = b.ListAdd(l, kl, []byte("3"))
+		commit(t, b)
+		absent := v.Key(nil, 4, []byte("none"), nil)
+		begin(t, b, KeyRef{v, kv}, KeyRef{m, km}, KeyRef{l, kl}, KeyRef{v, absent}, KeyRef{m, km})
+		if st := b.Stats(); st.Reads != 1 || st.Hydrated != 4 {
+			t.Fatalf("stats %+v, want one batched read of 4 keys", st)
+		}
+		for _, c := range []struct {
+			s    *State
+			k    []byte
+			want string
+		}{{v, kv, "1"}, {m, km, "2"}} {
+			if got, ok := getOne(t, b, c.s, c.k); !ok || got != c.want {
+				t.Fatalf("%s = %q", c.s.Desc().Name, got)
+			}
+		}
+		if _, ok := getOne(t, b, v, absent); ok {
+			t.Fatal("absent key present")
+		}
+		if b.Stats().PointReads != 0 {
+			t.Fatal("hydrated keys were read again")
+		}
+		b.Abort()
+	})
+}

@@ -113,6 +113,55 @@ size_t sfs_options_write_buffer_size(rocksdb_options_t* opts) {
   return opts->rep.write_buffer_size;
 }
 
+char* sfs_multiget_cfs(rocksdb_t* db, rocksdb_column_family_handle_t** cfs,
+                       size_t ncfs, size_t n, const uint16_t* states,
+                       const char* keybuf, const size_t* keylens,
+                       const char** vptrs, size_t* vlens, void** pins) {
+  *pins = nullptr;
+  if (n == 0) return nullptr;
+  try {
+    std::vector<rocksdb::ColumnFamilyHandle*> handles(n);
+    std::vector<rocksdb::Slice> keys(n);
+    std::vector<rocksdb::Status> statuses(n);
+    auto* values = new rocksdb::PinnableSlice[n];
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (states[i] >= ncfs) {
+        delete[] values;
+        return strdup("sfs_multiget_cfs: state out of range");
+      }
+      handles[i] = cfs[states[i]]->rep;
+      keys[i] = rocksdb::Slice(keybuf + off, keylens[i]);
+      off += keylens[i];
+    }
+    rocksdb::ReadOptions ro;
+    db->rep->MultiGet(ro, n, handles.data(), keys.data(), values,
+                      statuses.data(), false);
+    char* err = nullptr;
+    static const char empty = 0;
+    for (size_t i = 0; i < n; i++) {
+      if (statuses[i].ok()) {
+        vptrs[i] = values[i].size() > 0 ? values[i].data() : &empty;
+        vlens[i] = values[i].size();
+      } else {
+        vptrs[i] = nullptr;
+        vlens[i] = 0;
+        if (!statuses[i].IsNotFound() && err == nullptr) {
+          err = strdup(statuses[i].ToString().c_str());
+        }
+      }
+    }
+    *pins = values;
+    return err;
+  } catch (...) {
+    return strdup("sfs_multiget_cfs: exception");
+  }
+}
+
+void sfs_multiget_cfs_release(void* pins) {
+  delete[] static_cast<rocksdb::PinnableSlice*>(pins);
+}
+
 char* sfs_flush_cfs(rocksdb_t* db, rocksdb_column_family_handle_t** cfs,
                     size_t n) {
   try {

@@ -90,6 +90,15 @@ int sfs_options_uses_slot(rocksdb_options_t* opts, sfs_slot_memory_t* m);
 size_t sfs_options_arena_block_size(rocksdb_options_t* opts);
 size_t sfs_options_write_buffer_size(rocksdb_options_t* opts);
 
+// Batched MultiGet over keys of several column families at once
+// (cfs[states[i]] for key i), values pinned as in sfs_multiget; release
+// with sfs_multiget_cfs_release.
+char* sfs_multiget_cfs(rocksdb_t* db, rocksdb_column_family_handle_t** cfs,
+                       size_t ncfs, size_t n, const uint16_t* states,
+                       const char* keybuf, const size_t* keylens,
+                       const char** vptrs, size_t* vlens, void** pins);
+void sfs_multiget_cfs_release(void* pins);
+
 // Flushes the memtables of all n column families in one call (atomically
 // when the DB was opened with atomic_flush) and waits. Returns NULL or a
 // malloc'ed error string.
