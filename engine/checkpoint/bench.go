@@ -34,7 +34,7 @@ type BenchConfig struct {
 	// system temp).
 	TempDir string
 	// Log, when set, reports progress.
-	Log func(format string, args ...any)
+	Log func(format string, args ...any) `json:"-"`
 }
 
 // DefaultBenchConfig is 10M keys of 100 bytes (about 1 GiB) at parallelism
@@ -50,6 +50,8 @@ func DefaultBenchConfig(quick bool) BenchConfig {
 // BenchRow is one measurement and, where there is one, the plain transfer
 // of the same bytes through the same store (the limit).
 type BenchRow struct {
+	// Layout is "default files" or "key-group files".
+	Layout       string  `json:"layout"`
 	Name         string  `json:"name"`
 	Seconds      float64 `json:"seconds"`
 	SyncMillis   float64 `json:"syncMillis,omitempty"`
@@ -58,7 +60,10 @@ type BenchRow struct {
 	MiBps        float64 `json:"mibps"`
 	PlainSeconds float64 `json:"plainSeconds,omitempty"`
 	PlainMiBps   float64 `json:"plainMibps,omitempty"`
-	Note         string  `json:"note,omitempty"`
+	// Amplification of a restore: bytes downloaded over the checkpoint's
+	// size (1 = every byte fetched once).
+	Amplification float64 `json:"amplification,omitempty"`
+	Note          string  `json:"note,omitempty"`
 }
 
 // BenchReport is the result of RunBench.
@@ -98,13 +103,41 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		return nil, err
 	}
 	defer srv.Close()
-	raw, err := srv.NewStore(ctx, "bench", s3.S3Options{})
-	if err != nil {
-		return nil, err
-	}
-	st := s3.WithRetry(raw, s3.RetryPolicy{})
 	rep := &BenchReport{Config: cfg}
 	cfg.Log = nil
+	for _, kg := range []bool{false, true} {
+		prefix := "default"
+		if kg {
+			prefix = "key-group-files"
+		}
+		raw, err := srv.NewStore(ctx, "bench/"+prefix, s3.S3Options{})
+		if err != nil {
+			return nil, err
+		}
+		st := s3.WithRetry(raw, s3.RetryPolicy{})
+		vdir := filepath.Join(scratch, prefix)
+		if err := benchVariant(ctx, cfg, logf, st, vdir, kg, rep); err != nil {
+			return nil, err
+		}
+		if err := os.RemoveAll(vdir); err != nil {
+			return nil, err
+		}
+	}
+	return rep, nil
+}
+
+// benchVariant runs the measurements with default RocksDB files or with
+// key-group partitioned files (kg).
+func benchVariant(ctx context.Context, cfg BenchConfig, logf func(string, ...any), st s3.Storage, scratch string, kg bool, rep *BenchReport) error {
+	layout := "default files"
+	open := engine.OpenRocksDB
+	if kg {
+		layout = "key-group files"
+		open = engine.OpenRocksDBKeyGroupFiles
+	}
+	if err := os.MkdirAll(scratch, 0o755); err != nil {
+		return err
+	}
 	const maxPar = 128
 	states := []engine.StateDesc{{Name: "values", Kind: engine.KindValue}}
 	var backends []engine.Backend
@@ -115,13 +148,13 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	}()
 	ranges := keygroups.Ranges(maxPar, cfg.Parallelism)
 	if ranges == nil {
-		return nil, fmt.Errorf("checkpoint bench: parallelism %d invalid for %d key groups", cfg.Parallelism, maxPar)
+		return fmt.Errorf("checkpoint bench: parallelism %d invalid for %d key groups", cfg.Parallelism, maxPar)
 	}
 	for i, r := range ranges {
-		b, err := engine.OpenRocksDB(filepath.Join(scratch, fmt.Sprintf("task-%d", i)),
+		b, err := open(filepath.Join(scratch, fmt.Sprintf("task-%d", i)),
 			engine.Layout{MaxParallelism: maxPar, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}, states, engine.RocksOptions{})
 		if err != nil {
-			return nil, err
+			return err
 		}
 		backends = append(backends, b)
 	}
@@ -161,19 +194,19 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		}
 		return nil
 	}
-	logf("writing %d keys of %d bytes into %d RocksDB instances", cfg.Keys, cfg.ValueSize, cfg.Parallelism)
+	logf("%s: writing %d keys of %d bytes into %d RocksDB instances", layout, cfg.Keys, cfg.ValueSize, cfg.Parallelism)
 	if err := write(func(yield func(int) bool) {
 		for k := 0; k < cfg.Keys && yield(k); k++ {
 		}
 	}, 1); err != nil {
-		return nil, err
+		return err
 	}
 	for _, b := range backends {
 		if err := b.Flush(); err != nil {
-			return nil, err
+			return err
 		}
 		if err := engine.CompactNative(b); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	cp := New(st, Options{Parallel: cfg.Parallel, LocalDir: scratch})
@@ -184,18 +217,29 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	start := time.Now()
 	p, err := cp.Take(ctx, backends, 1)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r1, err := p.Wait(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d := time.Since(start)
-	rep.StateBytes = r1.BytesUploaded
-	row := BenchRow{Name: "first checkpoint", Seconds: d.Seconds(), SyncMillis: float64(p.Sync.Microseconds()) / 1000,
-		Files: r1.FilesUploaded, Bytes: r1.BytesUploaded, MiBps: mibps(r1.BytesUploaded, d)}
+	if !kg {
+		rep.StateBytes = r1.BytesUploaded
+	}
+	var sstFiles int
+	var sstBytes int64
+	for _, s := range r1.Manifest.Subtasks {
+		for _, f := range s.Shared {
+			sstFiles++
+			sstBytes += f.Size
+		}
+	}
+	row := BenchRow{Layout: layout, Name: "first checkpoint", Seconds: d.Seconds(), SyncMillis: float64(p.Sync.Microseconds()) / 1000,
+		Files: r1.FilesUploaded, Bytes: r1.BytesUploaded, MiBps: mibps(r1.BytesUploaded, d),
+		Note: fmt.Sprintf("%d SST files, mean %.2f MiB", sstFiles, float64(sstBytes)/float64(max(sstFiles, 1))/(1<<20))}
 	if row.PlainSeconds, err = plainUpload(ctx, st, plainDir, "plain1/", uploadedSizes(r1.Manifest), cfg.Parallel); err != nil {
-		return nil, err
+		return err
 	}
 	row.PlainMiBps = mibps(r1.BytesUploaded, time.Duration(row.PlainSeconds*float64(time.Second)))
 	rep.Rows = append(rep.Rows, row)
@@ -208,16 +252,16 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		for i := 0; i < n && yield(rng.IntN(cfg.Keys)); i++ {
 		}
 	}, 2); err != nil {
-		return nil, err
+		return err
 	}
 	start = time.Now()
 	p, err = cp.Take(ctx, backends, 2)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	r2, err := p.Wait(ctx)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d = time.Since(start)
 	var newSST int64
@@ -228,11 +272,11 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 			}
 		}
 	}
-	row = BenchRow{Name: fmt.Sprintf("incremental checkpoint (%.1f%% keys rewritten)", 100*cfg.UpdateFraction), Seconds: d.Seconds(),
+	row = BenchRow{Layout: layout, Name: fmt.Sprintf("incremental checkpoint (%.1f%% keys rewritten)", 100*cfg.UpdateFraction), Seconds: d.Seconds(),
 		SyncMillis: float64(p.Sync.Microseconds()) / 1000, Files: r2.FilesUploaded, Bytes: r2.BytesUploaded, MiBps: mibps(r2.BytesUploaded, d),
 		Note: fmt.Sprintf("new SST %.1f MiB, reused %d files %.1f MiB", float64(newSST)/(1<<20), r2.FilesReferenced, float64(r2.BytesReferenced)/(1<<20))}
 	if row.PlainSeconds, err = plainUpload(ctx, st, plainDir, "plain2/", uploadedSizes(r2.Manifest), cfg.Parallel); err != nil {
-		return nil, err
+		return err
 	}
 	row.PlainMiBps = mibps(r2.BytesUploaded, time.Duration(row.PlainSeconds*float64(time.Second)))
 	rep.Rows = append(rep.Rows, row)
@@ -251,7 +295,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		for i, r := range keygroups.Ranges(maxPar, rc.p) {
 			i, r := i, r
 			g.Go(func() error {
-				b, s, err := Restore(gctx, st, 2, engine.KeyGroupRange{Start: r.Start, End: r.End}, filepath.Join(dir, fmt.Sprint(i)), RestoreOptions{Parallel: cfg.Parallel})
+				b, s, err := Restore(gctx, st, 2, engine.KeyGroupRange{Start: r.Start, End: r.End}, filepath.Join(dir, fmt.Sprint(i)), RestoreOptions{Parallel: cfg.Parallel, KeyGroupFiles: kg})
 				if err != nil {
 					return err
 				}
@@ -260,28 +304,29 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 				total.FilesDownloaded += s.FilesDownloaded
 				total.BytesDownloaded += s.BytesDownloaded
 				total.KeysCopied += s.KeysCopied
+				total.FilesSkipped += s.FilesSkipped
+				total.Imported += s.Imported
 				mu.Unlock()
 				return nil
 			})
 		}
 		if err := g.Wait(); err != nil {
-			return nil, err
+			return err
 		}
 		d = time.Since(start)
 		os.RemoveAll(dir)
-		row = BenchRow{Name: rc.name, Seconds: d.Seconds(), Files: total.FilesDownloaded, Bytes: total.BytesDownloaded, MiBps: mibps(total.BytesDownloaded, d)}
-		if total.KeysCopied > 0 {
-			row.Note = fmt.Sprintf("%d keys copied between subtasks", total.KeysCopied)
-		}
+		row = BenchRow{Layout: layout, Name: rc.name, Amplification: float64(total.BytesDownloaded) / float64(max(r2.Manifest.BytesReferenced+r2.Manifest.BytesUploaded, 1)), Seconds: d.Seconds(), Files: total.FilesDownloaded, Bytes: total.BytesDownloaded, MiBps: mibps(total.BytesDownloaded, d)}
+		row.Note = fmt.Sprintf("%d SST files skipped, %d subtasks imported from a subset, %d keys copied between subtasks",
+			total.FilesSkipped, total.Imported, total.KeysCopied)
 		if rc.p == cfg.Parallelism {
 			if row.PlainSeconds, err = plainDownload(ctx, st, r2.Manifest, cfg.Parallel*cfg.Parallelism); err != nil {
-				return nil, err
+				return err
 			}
 			row.PlainMiBps = mibps(total.BytesDownloaded, time.Duration(row.PlainSeconds*float64(time.Second)))
 		}
 		rep.Rows = append(rep.Rows, row)
 	}
-	return rep, nil
+	return nil
 }
 
 func uploadedSizes(m *Manifest) []int64 {
