@@ -253,43 +253,64 @@ func WriteStream(ctx context.Context, w io.Writer, op *engine.Operator, schema *
 		}
 	}
 	width := l.Width()
+	// One streaming range scan per state over the whole key-group range,
+	// merged by key group: the writer needs every state of a key group
+	// before the next key group, and one scan per state (instead of one
+	// per state and key group) keeps the cost linear on every backend.
+	done := make(chan struct{})
+	curs := make([]*cursor, len(op.States()))
+	for i, s := range op.States() {
+		curs[i] = startCursor(s, l, done)
+	}
+	defer func() {
+		close(done)
+		for _, c := range curs {
+			c.drain()
+		}
+	}()
 	var kbuf, vbuf []byte
 	var n int64
-	for kg := l.Range.Start; kg <= l.Range.End; kg++ {
-		if kg&63 == 0 {
+	for {
+		kg := -1
+		for _, c := range curs {
+			if k, ok := c.peekKG(); ok && (kg < 0 || k < kg) {
+				kg = k
+			}
+		}
+		for _, c := range curs {
+			if c.eof && c.err != nil {
+				return nil, 0, fmt.Errorf("state %q: %w", c.name, c.err)
+			}
+		}
+		if kg < 0 {
+			break
+		}
+		if n&1023 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, 0, err
 			}
 		}
-		for i, s := range op.States() {
-			c := codecs[i]
-			var cerr error
-			err := s.ScanKeyGroups(kg, kg, func(stored []byte, ts int64, payload []byte) bool {
-				_, key, ns, rest, err := op.DecodeKey(stored)
+		for i, c := range curs {
+			cd := codecs[i]
+			for {
+				it, ok := c.next(kg)
+				if !ok {
+					break
+				}
+				_, key, ns, rest, err := op.DecodeKey(it.stored)
 				if err != nil {
-					cerr = err
-					return false
+					return nil, 0, err
 				}
-				if kbuf, err = c.flinkKey(kbuf[:0], kg, width, key, ns, rest); err != nil {
-					cerr = fmt.Errorf("state %q key group %d: %w", c.s.Name, kg, err)
-					return false
+				if kbuf, err = cd.flinkKey(kbuf[:0], kg, width, key, ns, rest); err != nil {
+					return nil, 0, fmt.Errorf("state %q key group %d: %w", cd.s.Name, kg, err)
 				}
-				if vbuf, err = c.flinkValue(vbuf[:0], ts, payload); err != nil {
-					cerr = fmt.Errorf("state %q key group %d: %w", c.s.Name, kg, err)
-					return false
+				if vbuf, err = cd.flinkValue(vbuf[:0], it.ts, it.payload); err != nil {
+					return nil, 0, fmt.Errorf("state %q key group %d: %w", cd.s.Name, kg, err)
 				}
 				if err = kw.Add(kg, i, kbuf, vbuf); err != nil {
-					cerr = err
-					return false
+					return nil, 0, err
 				}
 				n++
-				return true
-			})
-			if err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return nil, 0, err
 			}
 		}
 	}
@@ -308,4 +329,150 @@ func encodeStream(ctx context.Context, op *engine.Operator, schema *engine.Schem
 	var buf bytes.Buffer
 	offs, _, err := WriteStream(ctx, &buf, op, schema, false)
 	return buf.Bytes(), offs, err
+}
+
+// scanItem is one live entry copied out of a range scan.
+type scanItem struct {
+	kg      int
+	ts      int64
+	stored  []byte
+	payload []byte
+}
+
+// scanBatch carries up to scanBatchLen entries in one arena.
+type scanBatch struct {
+	items []scanItem
+	arena []byte
+}
+
+const (
+	scanBatchLen   = 512
+	scanBatchBytes = 256 << 10
+)
+
+// cursor streams one state's live entries from a background range scan in
+// batches (at most two batches in flight per state).
+type cursor struct {
+	name string
+	ch   chan *scanBatch
+	free chan *scanBatch
+	cur  *scanBatch
+	pos  int
+	eof  bool
+	err  error // set by the producer before ch is closed
+}
+
+func startCursor(s *engine.State, l engine.Layout, done <-chan struct{}) *cursor {
+	c := &cursor{name: s.Desc().Name, ch: make(chan *scanBatch, 1), free: make(chan *scanBatch, 3)}
+	for i := 0; i < 3; i++ {
+		c.free <- &scanBatch{}
+	}
+	go func() {
+		var perr error
+		defer func() {
+			c.err = perr
+			close(c.ch)
+		}()
+		var b *scanBatch
+		get := func() bool {
+			select {
+			case b = <-c.free:
+				b.items, b.arena = b.items[:0], b.arena[:0]
+				return true
+			case <-done:
+				return false
+			}
+		}
+		send := func() bool {
+			select {
+			case c.ch <- b:
+				b = nil
+				return true
+			case <-done:
+				return false
+			}
+		}
+		if !get() {
+			return
+		}
+		stopped := false
+		err := s.ScanKeyGroups(l.Range.Start, l.Range.End, func(stored []byte, ts int64, payload []byte) bool {
+			kg, err := l.KeyGroupOf(stored)
+			if err != nil {
+				perr = err
+				return false
+			}
+			if len(b.items) >= scanBatchLen || len(b.arena) >= scanBatchBytes {
+				if !send() || !get() {
+					stopped = true
+					return false
+				}
+			}
+			at := len(b.arena)
+			b.arena = append(b.arena, stored...)
+			b.arena = append(b.arena, payload...)
+			b.items = append(b.items, scanItem{kg: kg, ts: ts, stored: b.arena[at : at+len(stored) : at+len(stored)], payload: b.arena[at+len(stored):]})
+			return true
+		})
+		if perr == nil {
+			perr = err
+		}
+		if perr == nil && !stopped && len(b.items) > 0 {
+			send()
+		}
+	}()
+	return c
+}
+
+// fill makes cur hold an unread item; false at the end of the scan.
+func (c *cursor) fill() bool {
+	for c.cur == nil || c.pos >= len(c.cur.items) {
+		if c.eof {
+			return false
+		}
+		if c.cur != nil {
+			c.free <- c.cur
+			c.cur = nil
+		}
+		b, ok := <-c.ch
+		if !ok {
+			c.eof = true
+			return false
+		}
+		// The arena may have grown while the batch was filled; re-slice
+		// the items onto the final arena.
+		off := 0
+		for i := range b.items {
+			it := &b.items[i]
+			kl, pl := len(it.stored), len(it.payload)
+			it.stored = b.arena[off : off+kl : off+kl]
+			it.payload = b.arena[off+kl : off+kl+pl : off+kl+pl]
+			off += kl + pl
+		}
+		c.cur, c.pos = b, 0
+	}
+	return true
+}
+
+func (c *cursor) peekKG() (int, bool) {
+	if !c.fill() {
+		return 0, false
+	}
+	return c.cur.items[c.pos].kg, true
+}
+
+// next returns the next item if it belongs to key group kg.
+func (c *cursor) next(kg int) (scanItem, bool) {
+	if !c.fill() || c.cur.items[c.pos].kg != kg {
+		return scanItem{}, false
+	}
+	it := c.cur.items[c.pos]
+	c.pos++
+	return it, true
+}
+
+// drain waits for the producer to stop (after done is closed).
+func (c *cursor) drain() {
+	for range c.ch {
+	}
 }
