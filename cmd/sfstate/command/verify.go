@@ -1,0 +1,254 @@
+package command
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/verify"
+	"github.com/urfave/cli/v2"
+)
+
+// verifyRestorer restores into engine backends; it is set by verify_cgo.go
+// when the engine is built in (cgo), and nil otherwise.
+var verifyRestorer verify.Restorer
+
+func init() {
+	Register(&cli.Command{
+		Name:      "verify",
+		Usage:     "prove that a savepoint restores without loss into the engine's backends",
+		ArgsUsage: "SAVEPOINT | --merge DIGEST...",
+		Description: `Checks the savepoint's structure, digests its keyed state per operator,
+state and key group (entries, multiset and association counts, TTL
+timestamps, an order-independent hash of every entry), restores it into each
+backend at each parallelism (default: the savepoint's and one more),
+exports what the backend returns as a canonical savepoint and compares the
+digests. Any difference names the operator, state and key group and shows
+the first differing entries decoded side by side.
+
+--ttl with --now: restored backends must return exactly the entries Flink
+would still return at that time; the report counts the expired ones.
+--against SRC compares the logical content of another snapshot (e.g. the
+result of a migration) with SAVEPOINT. --shard i/n verifies one share of the
+key groups and --digest-out writes its report; --merge combines the shard
+reports into the final verdict.
+
+Exit status: 0 everything equal, 1 differences or structural problems,
+2 usage, 3 unreadable input.`,
+		Flags: []cli.Flag{
+			&cli.StringFlag{Name: "backends", Value: "rocksdb,heap", Usage: "backends to restore into (rocksdb, heap; \"none\" = source only)"},
+			&cli.StringFlag{Name: "parallelism", Usage: "comma-separated parallelisms to restore at (default: the savepoint's and one more)"},
+			&cli.StringFlag{Name: "junit", Usage: "write JUnit XML to `FILE` (atomically)"},
+			&cli.DurationFlag{Name: "ttl", Usage: "state TTL: restored backends must return exactly the entries live at --now"},
+			&cli.StringFlag{Name: "now", Usage: "reference time for --ttl: RFC 3339 or epoch milliseconds (default: current time)"},
+			&cli.StringFlag{Name: "against", Usage: "compare with another snapshot `SRC` (local or s3://)"},
+			&cli.StringFlag{Name: "shard", Usage: "verify only shard `i/n` of the key groups"},
+			&cli.StringFlag{Name: "digest-out", Usage: "write the full report with digests to `FILE` (atomically), for --merge"},
+			&cli.BoolFlag{Name: "merge", Usage: "arguments are shard reports (--digest-out files): merge them into the final verdict"},
+			&cli.IntFlag{Name: "samples", Value: 5, Usage: "differing entries shown per key group (0 = none)"},
+			&cli.IntFlag{Name: "concurrency", Value: 2, Usage: "state files read at once"},
+			&cli.BoolFlag{Name: "skip-check", Usage: "skip the structural check"},
+			&cli.StringFlag{Name: "temp-dir", Usage: "directory for restored backends (default: system temp)"},
+			savepointS3EndpointFlag,
+		},
+		Action: runVerify,
+	})
+}
+
+func runVerify(c *cli.Context) error {
+	g := GlobalsFrom(c)
+	if c.Bool("merge") {
+		return runVerifyMerge(c, g)
+	}
+	if c.NArg() != 1 {
+		return Failf(ExitUsage, "verify takes exactly one savepoint path (or --merge DIGEST...)")
+	}
+	o := verify.Options{Samples: c.Int("samples"), Concurrency: max(1, c.Int("concurrency")), SkipCheck: c.Bool("skip-check"), TempDir: c.String("temp-dir")}
+	if o.Samples == 0 {
+		o.Samples = -1
+	}
+	if s := c.String("shard"); s != "" {
+		sh, err := verify.ParseShard(s)
+		if err != nil {
+			return Fail(ExitUsage, err)
+		}
+		o.Shard = sh
+	}
+	if d := c.Duration("ttl"); d != 0 {
+		if d < 0 {
+			return Failf(ExitUsage, "--ttl must be positive")
+		}
+		now, err := inspectParseNow(c.String("now"))
+		if err != nil {
+			return Fail(ExitUsage, err)
+		}
+		o.TTL = verify.TTLCheck{TTLMillis: d.Milliseconds(), NowMillis: now}
+	} else if c.String("now") != "" {
+		return Failf(ExitUsage, "--now needs --ttl")
+	}
+	sp, err := openSavepointArg(c.Context, c, c.Args().First())
+	if err != nil {
+		return err
+	}
+	if a := c.String("against"); a != "" {
+		if o.Against, err = openSavepointArg(c.Context, c, a); err != nil {
+			return err
+		}
+		o.AgainstName = "against " + o.Against.Name()
+	}
+	backends, err := verifyBackends(c.String("backends"))
+	if err != nil {
+		return Fail(ExitUsage, err)
+	}
+	if len(backends) > 0 {
+		if verifyRestorer == nil {
+			if c.IsSet("backends") {
+				return Failf(ExitUsage, "this build has no engine (built without cgo): use --backends none")
+			}
+			fmt.Fprintln(c.App.ErrWriter, "sfstate verify: built without the engine (cgo): verifying the source only")
+			backends = nil
+		}
+	}
+	if len(backends) > 0 {
+		pars, err := verifyParallelisms(c.String("parallelism"), sp)
+		if err != nil {
+			return Fail(ExitUsage, err)
+		}
+		for _, b := range backends {
+			for _, p := range pars {
+				o.Targets = append(o.Targets, verify.Target{Backend: b, Parallelism: p})
+			}
+		}
+		o.Restorer = verifyRestorer
+	}
+	if !g.Quiet && !g.JSON {
+		o.Log = func(format string, args ...any) {
+			if !g.NoProgress {
+				fmt.Fprintf(c.App.ErrWriter, "verify: "+format+"\n", args...)
+			}
+		}
+	}
+	r, err := verify.Run(c.Context, sp, o)
+	if err != nil {
+		if c.Context.Err() != nil {
+			return Fail(ExitIO, err)
+		}
+		return Fail(ExitIO, err)
+	}
+	return verifyOutput(c, g, r)
+}
+
+func verifyOutput(c *cli.Context, g Globals, r *verify.Report) error {
+	if f := c.String("digest-out"); f != "" {
+		var b strings.Builder
+		if err := r.WriteJSON(&b); err != nil {
+			return Fail(ExitIO, err)
+		}
+		if err := verify.WriteFileAtomic(f, []byte(b.String())); err != nil {
+			return Fail(ExitIO, err)
+		}
+	}
+	if f := c.String("junit"); f != "" {
+		b, err := r.JUnit()
+		if err != nil {
+			return Fail(ExitIO, err)
+		}
+		if err := verify.WriteFileAtomic(f, b); err != nil {
+			return Fail(ExitIO, err)
+		}
+	}
+	w := c.App.Writer
+	if g.JSON {
+		if err := r.WriteJSON(w); err != nil {
+			return Fail(ExitIO, err)
+		}
+	} else if !g.Quiet || !r.OK {
+		if err := r.WriteTable(w); err != nil {
+			return Fail(ExitIO, err)
+		}
+	}
+	if !r.OK {
+		return Failf(ExitCheckFailed, "%s: verification failed (%d failures)", r.Source, len(r.Failures()))
+	}
+	return nil
+}
+
+func runVerifyMerge(c *cli.Context, g Globals) error {
+	if c.NArg() == 0 {
+		return Failf(ExitUsage, "--merge needs the shard reports")
+	}
+	var rs []*verify.Report
+	for _, name := range c.Args().Slice() {
+		f, err := os.Open(name)
+		if err != nil {
+			return Fail(ExitIO, err)
+		}
+		r, err := verify.ReadReport(f, name)
+		f.Close()
+		if err != nil {
+			return Fail(ExitIO, err)
+		}
+		rs = append(rs, r)
+	}
+	r, err := verify.Merge(rs)
+	if err != nil {
+		return Fail(ExitIO, err)
+	}
+	return verifyOutput(c, g, r)
+}
+
+func verifyBackends(s string) ([]string, error) {
+	if s == "" || s == "none" {
+		return nil, nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, b := range strings.Split(s, ",") {
+		b = strings.TrimSpace(b)
+		switch b {
+		case "rocksdb", "heap":
+		default:
+			return nil, fmt.Errorf("--backends: unknown backend %q (rocksdb, heap, none)", b)
+		}
+		if !seen[b] {
+			seen[b] = true
+			out = append(out, b)
+		}
+	}
+	return out, nil
+}
+
+// verifyParallelisms parses --parallelism; the default is the savepoint's
+// own (0) and one more than the largest operator parallelism, when every
+// operator's max parallelism allows it.
+func verifyParallelisms(s string, sp *savepoint.Savepoint) ([]int, error) {
+	if s == "" {
+		p, maxP := 0, 1<<30
+		for _, op := range sp.Meta.Operators {
+			keyed := false
+			for _, st := range op.Subtasks {
+				keyed = keyed || st.ManagedKeyed != nil
+			}
+			if keyed {
+				p = max(p, int(op.Parallelism))
+				maxP = min(maxP, int(op.MaxParallelism))
+			}
+		}
+		if p > 0 && p+1 <= maxP {
+			return []int{0, p + 1}, nil
+		}
+		return []int{0}, nil
+	}
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 || n > 1<<15 {
+			return nil, errors.New("--parallelism: want comma-separated non-negative integers")
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,31 @@
+// Package verify proves that a savepoint restores without loss: it checks
+// the savepoint's structure, computes a logical digest of its keyed state
+// per operator, state and key group, restores it into state backends at
+// chosen parallelisms (through a Restorer; package verify/restore uses the
+// engine), digests what each backend returns after a canonical re-export,
+// and compares.
+//
+// A group digest holds the number of entries, the sum of multiset counts
+// (the Integer values of MapState<RowData, Integer> join records) and of
+// outer-join association counts (Tuple2 values whose second field is an
+// Integer), the number, minimum, maximum and an order-independent hash of
+// the TTL last-access timestamps, and an order-independent hash of every
+// entry's decoded (key, namespace, user key, value, TTL timestamp). Hashes
+// are sums of SHA-256 prefixes in two 64-bit lanes, so entry order, file
+// split, parallelism and byte-level encoding do not matter and duplicates do
+// not cancel. A difference names the operator, state and key group and the
+// first field that differs, and shows the first differing entries decoded
+// side by side.
+//
+// With a TTL and a time (TTLCheck), the source is also digested as Flink
+// would return it at that time (an entry is expired when lastAccess + ttl
+// <= now); restored backends must return exactly those entries, and the
+// report counts the expired ones.
+//
+// Work can be split into shards (Shard: contiguous key-group ranges of every
+// operator, a function of the max parallelism only); each shard's report is
+// a digest file, and Merge combines them into the final verdict.
+//
+// Reports render as a table, JSON (every digest) or JUnit XML (one test
+// case per operator and state for each target). The package is pure Go.
+package verify

@@ -1,0 +1,143 @@
+//go:build cgo
+
+// Package restore restores savepoints into the engine's backends for
+// package verify: canonical.Import into a heap or RocksDB backend per target
+// subtask at the requested parallelism, then canonical.Export of what the
+// backends return (expired TTL entries are not returned) into a temporary
+// local savepoint that verify digests. It needs cgo (the engine).
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/engine/canonical"
+	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/verify"
+)
+
+// Restorer implements verify.Restorer with the engine's backends.
+type Restorer struct {
+	// WriteBufferSize of the RocksDB instances (default 16 MiB).
+	WriteBufferSize int64
+	// Mutate, when set, is called with the restored backends before the
+	// export (tests use it to prove that verification fails).
+	Mutate func(res *canonical.ImportResult) error
+}
+
+var _ verify.Restorer = (*Restorer)(nil)
+
+// Restore implements verify.Restorer.
+func (r *Restorer) Restore(ctx context.Context, sp *savepoint.Savepoint, t verify.Target, o verify.RestoreOptions) (*savepoint.Savepoint, func(), error) {
+	switch t.Backend {
+	case "heap", "rocksdb":
+	default:
+		return nil, nil, fmt.Errorf("restore: unknown backend %q", t.Backend)
+	}
+	dir, err := os.MkdirTemp(o.TempDir, "sfstate-verify-*")
+	if err != nil {
+		return nil, nil, err
+	}
+	cleanup := func() { os.RemoveAll(dir) }
+	var clock *engine.Clock
+	io := canonical.ImportOptions{Parallelism: t.Parallelism}
+	if o.TTL.TTLMillis > 0 {
+		clock = engine.NewManualClock(o.TTL.NowMillis)
+		io.DefaultTTL = time.Duration(o.TTL.TTLMillis) * time.Millisecond
+	}
+	wbs := r.WriteBufferSize
+	if wbs == 0 {
+		wbs = 16 << 20
+	}
+	n := 0
+	factory := func(op savepoint.OperatorID, subtask int, l engine.Layout, descs []engine.StateDesc) (engine.Backend, error) {
+		if t.Backend == "heap" {
+			return engine.OpenHeap(l, descs)
+		}
+		n++
+		return engine.OpenRocksDB(filepath.Join(dir, fmt.Sprintf("db-%s-%d-%d", op, subtask, n)), l, descs,
+			engine.RocksOptions{Clock: clock, WriteBufferSize: wbs, ErrorIfExists: true})
+	}
+	src := sp
+	if !o.Shard.All() {
+		src = ShardView(sp, o.Shard)
+	}
+	res, err := canonical.Import(ctx, src, factory, io)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	defer res.Close()
+	if r.Mutate != nil {
+		if err := r.Mutate(res); err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+	}
+	var ops []canonical.Operator
+	for _, iop := range res.Operators {
+		op := canonical.Operator{ID: iop.ID, Parallelism: iop.Parallelism, MaxParallelism: iop.MaxParallelism}
+		for _, st := range iop.Subtasks {
+			op.Subtasks = append(op.Subtasks, canonical.Subtask{Index: st.Index, Operator: engine.NewOperator(st.Backend, clock), Schema: st.Schema})
+		}
+		ops = append(ops, op)
+	}
+	store, err := s3.NewLocal(filepath.Join(dir, "export"))
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	if len(ops) == 0 {
+		cleanup()
+		return nil, nil, errors.New("restore: the savepoint has no keyed state the engine restores")
+	}
+	if _, _, err := canonical.Export(ctx, ops, store, canonical.ExportOptions{Dir: "sp", TempDir: dir}); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("restore: re-export: %w", err)
+	}
+	out, err := savepoint.Open(ctx, store, "sp/"+savepoint.MetadataName)
+	if err != nil {
+		cleanup()
+		return nil, nil, err
+	}
+	return out, cleanup, nil
+}
+
+// ShardView returns a view of sp whose keyed handles cover only the shard's
+// key groups (offsets sliced), so an import reads nothing else. sp is not
+// modified.
+func ShardView(sp *savepoint.Savepoint, sh verify.Shard) *savepoint.Savepoint {
+	v := *sp
+	md := *sp.Meta
+	md.Operators = nil
+	for _, op := range sp.Meta.Operators {
+		nop := *op
+		nop.Subtasks = nil
+		from, to := sh.Range(int(op.MaxParallelism))
+		for _, st := range op.Subtasks {
+			nst := *st
+			if h, ok := st.ManagedKeyed.(*savepoint.KeyGroupsHandle); ok {
+				lo, hi := h.KeyGroupRange()
+				lo, hi = max(lo, from), min(hi, to)
+				if lo > hi {
+					nst.ManagedKeyed = nil
+				} else {
+					nh := *h
+					nh.StartKeyGroup = int32(lo)
+					nh.Offsets = h.Offsets[lo-int(h.StartKeyGroup) : hi-int(h.StartKeyGroup)+1]
+					nst.ManagedKeyed = &nh
+				}
+			}
+			nop.Subtasks = append(nop.Subtasks, &nst)
+		}
+		md.Operators = append(md.Operators, &nop)
+	}
+	v.Meta = &md
+	return &v
+}

@@ -1,0 +1,338 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/keyed"
+)
+
+// Target is one backend and parallelism to restore into.
+type Target struct {
+	Backend string `json:"backend"`
+	// Parallelism of every restored operator; 0 = as in the savepoint.
+	Parallelism int `json:"parallelism"`
+}
+
+// Name is "backend@pN" ("backend@p=savepoint" for parallelism 0).
+func (t Target) Name() string {
+	if t.Parallelism == 0 {
+		return t.Backend + "@p=savepoint"
+	}
+	return fmt.Sprintf("%s@p%d", t.Backend, t.Parallelism)
+}
+
+// RestoreOptions is what a Restorer is told besides the target.
+type RestoreOptions struct {
+	// TTL gives restored TTL states this time-to-live and the backends this
+	// clock time, so expired entries are not returned (and not exported).
+	TTL TTLCheck
+	// Shard restricts the restore to the shard's key groups.
+	Shard Shard
+	// TempDir holds backends and exported files.
+	TempDir string
+}
+
+// Restorer restores a savepoint into a backend and exports what the
+// backend returns as a canonical savepoint. Package verify/restore
+// implements it with the engine (cgo).
+type Restorer interface {
+	Restore(ctx context.Context, sp *savepoint.Savepoint, t Target, o RestoreOptions) (restored *savepoint.Savepoint, cleanup func(), err error)
+}
+
+// Options configures Run.
+type Options struct {
+	// Targets to restore into (needs Restorer).
+	Targets  []Target
+	Restorer Restorer
+	// Against, when set, is compared with the source as another target
+	// (e.g. a migrated snapshot), named AgainstName.
+	Against     *savepoint.Savepoint
+	AgainstName string
+	// TTL: with TTLMillis > 0 restored backends must return exactly the
+	// entries that are live at NowMillis.
+	TTL   TTLCheck
+	Shard Shard
+	// SkipCheck skips the structural check.
+	SkipCheck bool
+	// Samples is the number of decoded differing entries per group
+	// (default 5; negative: none).
+	Samples int
+	// MaxDifferences bounds the differing groups listed per target
+	// (default 100).
+	MaxDifferences int
+	Concurrency    int
+	TempDir        string
+	// Log, when set, is told what Run is doing.
+	Log func(format string, args ...any)
+}
+
+// ErrUnreadable marks a source that cannot be read at all.
+var ErrUnreadable = errors.New("verify: unreadable input")
+
+// Run verifies src: structural check, digest, restore into every target,
+// digests of the restored state and comparison. It returns an error only
+// when the source cannot be read at all (then wrapping ErrUnreadable) or the
+// context ends; everything else is in the report.
+func Run(ctx context.Context, src *savepoint.Savepoint, o Options) (*Report, error) {
+	if o.Samples == 0 {
+		o.Samples = 5
+	}
+	if o.MaxDifferences == 0 {
+		o.MaxDifferences = 100
+	}
+	logf := o.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	r := &Report{Source: src.Name(), Shard: o.Shard.String(), ShardIndex: o.Shard.Index, ShardCount: o.Shard.Count}
+	if o.TTL.TTLMillis > 0 {
+		t := o.TTL
+		r.TTL = &t
+	}
+	if !o.SkipCheck {
+		logf("checking structure")
+		probs, stats := savepoint.Check(ctx, src, savepoint.CheckOptions{Concurrency: max(1, o.Concurrency)})
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		savepoint.SortProblems(probs)
+		r.Check = &CheckResult{Problems: probs, Stats: stats}
+	}
+	logf("digesting source")
+	dopts := DigestOptions{Shard: o.Shard, TTL: o.TTL, Concurrency: o.Concurrency}
+	d, err := ComputeDigest(ctx, src, dopts)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if errors.Is(err, savepoint.ErrNativeLayout) {
+			return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+		}
+		// A structurally broken source: the check problems say where.
+		r.SourceError = err.Error()
+		if r.Check == nil || len(r.Check.Problems) == 0 {
+			r.Check = &CheckResult{Problems: []savepoint.Problem{{Kind: "decode", File: src.Name(), Offset: -1, Message: err.Error()}}}
+		}
+		r.finish()
+		return r, nil
+	}
+	r.Digest = d
+	want := d
+	if d.Live != nil {
+		want = d.Live
+	}
+	for _, t := range o.Targets {
+		if o.Restorer == nil {
+			return nil, errors.New("verify: targets given without a restorer")
+		}
+		logf("restoring into %s", t.Name())
+		tr := TargetResult{Name: t.Name(), Backend: t.Backend, Parallelism: t.Parallelism}
+		sp, cleanup, err := o.Restorer.Restore(ctx, src, t, RestoreOptions{TTL: o.TTL, Shard: o.Shard, TempDir: o.TempDir})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			tr.Error = err.Error()
+			r.Targets = append(r.Targets, tr)
+			continue
+		}
+		r.Targets = append(r.Targets, compareTarget(ctx, o, tr, src, sp, want, true))
+		cleanup()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if o.Against != nil {
+		name := o.AgainstName
+		if name == "" {
+			name = "against"
+		}
+		logf("digesting %s", name)
+		tr := TargetResult{Name: name}
+		r.Targets = append(r.Targets, compareTarget(ctx, o, tr, src, o.Against, d, false))
+	}
+	r.finish()
+	return r, nil
+}
+
+// compareTarget digests the restored snapshot and compares it with want;
+// liveOnly leaves expired source entries out of the samples.
+func compareTarget(ctx context.Context, o Options, tr TargetResult, src, dst *savepoint.Savepoint, want *Digest, liveOnly bool) TargetResult {
+	got, err := ComputeDigest(ctx, dst, DigestOptions{Shard: o.Shard, Concurrency: o.Concurrency})
+	if err != nil {
+		tr.Error = err.Error()
+		return tr
+	}
+	tr.Digest = got
+	diffs := Compare(want, got)
+	if len(diffs) > o.MaxDifferences {
+		tr.MoreDifferences = len(diffs) - o.MaxDifferences
+		diffs = diffs[:o.MaxDifferences]
+	}
+	keep := func(*keyed.Entry) bool { return true }
+	if liveOnly && o.TTL.TTLMillis > 0 {
+		keep = func(e *keyed.Entry) bool { return e.TTLTimestamp == nil || !o.TTL.Expired(*e.TTLTimestamp) }
+	}
+	for i := range diffs {
+		if o.Samples < 0 || i >= maxSampledGroups {
+			break
+		}
+		s, err := Samples(ctx, src, dst, diffs[i].GroupKey, o.Samples, keep)
+		if err != nil {
+			diffs[i].Samples = []Sample{{Source: "cannot decode: " + err.Error()}}
+			continue
+		}
+		diffs[i].Samples = s
+	}
+	tr.Differences = diffs
+	return tr
+}
+
+// maxSampledGroups bounds the differing groups decoded for samples.
+const maxSampledGroups = 10
+
+// CheckResult is the structural check of the source.
+type CheckResult struct {
+	Problems []savepoint.Problem  `json:"problems"`
+	Stats    savepoint.CheckStats `json:"stats"`
+}
+
+// TargetResult is one restore (or --against snapshot) compared with the
+// source.
+type TargetResult struct {
+	Name        string       `json:"name"`
+	Backend     string       `json:"backend,omitempty"`
+	Parallelism int          `json:"parallelism,omitempty"`
+	Error       string       `json:"error,omitempty"`
+	Digest      *Digest      `json:"digest,omitempty"`
+	Differences []Difference `json:"differences"`
+	// MoreDifferences counts differing groups not listed.
+	MoreDifferences int `json:"moreDifferences,omitempty"`
+}
+
+// OK reports whether the target equals the source.
+func (t *TargetResult) OK() bool {
+	return t.Error == "" && len(t.Differences) == 0 && t.MoreDifferences == 0
+}
+
+// Report is the outcome of Run or Merge.
+type Report struct {
+	Source     string       `json:"source"`
+	Shard      string       `json:"shard,omitempty"`
+	ShardIndex int          `json:"shardIndex"`
+	ShardCount int          `json:"shardCount"`
+	TTL        *TTLCheck    `json:"ttl,omitempty"`
+	Check      *CheckResult `json:"check,omitempty"`
+	// SourceError is set when the source's entries could not be decoded.
+	SourceError string         `json:"sourceError,omitempty"`
+	Digest      *Digest        `json:"digest,omitempty"`
+	Targets     []TargetResult `json:"targets"`
+	OK          bool           `json:"ok"`
+}
+
+func (r *Report) finish() {
+	r.OK = r.SourceError == "" && (r.Check == nil || len(r.Check.Problems) == 0)
+	for i := range r.Targets {
+		if !r.Targets[i].OK() {
+			r.OK = false
+		}
+	}
+	if r.Targets == nil {
+		r.Targets = []TargetResult{}
+	}
+}
+
+// Failures lists one line per failure (structure problems, target errors
+// and differing groups), for logs.
+func (r *Report) Failures() []string {
+	var out []string
+	if r.Check != nil {
+		for _, p := range r.Check.Problems {
+			out = append(out, "structure: "+p.String())
+		}
+	}
+	if r.SourceError != "" {
+		out = append(out, "source: "+r.SourceError)
+	}
+	for _, t := range r.Targets {
+		if t.Error != "" {
+			out = append(out, fmt.Sprintf("%s: %s", t.Name, t.Error))
+		}
+		for _, d := range t.Differences {
+			out = append(out, fmt.Sprintf("%s: %s", t.Name, d))
+		}
+		if t.MoreDifferences > 0 {
+			out = append(out, fmt.Sprintf("%s: %d more differing groups", t.Name, t.MoreDifferences))
+		}
+	}
+	return out
+}
+
+// states lists every (operator, state) of the source digest, sorted.
+func (r *Report) states() [][2]string {
+	seen := map[[2]string]bool{}
+	var out [][2]string
+	add := func(op, st string) {
+		k := [2]string{op, st}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, k)
+		}
+	}
+	if r.Digest != nil {
+		for _, op := range r.Digest.Operators {
+			for _, s := range op.States {
+				add(op.ID, s.Name)
+			}
+		}
+		for k := range r.Digest.Groups {
+			add(k.Operator, k.State)
+		}
+	}
+	for _, t := range r.Targets {
+		for _, d := range t.Differences {
+			add(d.Operator, d.State)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i][0] != out[j][0] {
+			return out[i][0] < out[j][0]
+		}
+		return out[i][1] < out[j][1]
+	})
+	return out
+}
+
+func (r *Report) stateKind(op, st string) string {
+	if r.Digest == nil {
+		return ""
+	}
+	for _, o := range r.Digest.Operators {
+		if o.ID == op {
+			for _, s := range o.States {
+				if s.Name == st {
+					k := s.Kind
+					if s.TTL {
+						k += "+TTL"
+					}
+					return k
+				}
+			}
+		}
+	}
+	return ""
+}
+
+func shortID(id string) string {
+	if len(id) > 8 {
+		return id[:8]
+	}
+	return id
+}
+
+func joinLines(ls []string) string { return strings.Join(ls, "\n") }
