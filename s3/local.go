@@ -115,6 +115,17 @@ func (l *Local) GetRange(ctx context.Context, key string, off, n int64) (io.Read
 	if err != nil {
 		return nil, err
 	}
+	if rv := readVersionFrom(ctx); rv != nil {
+		st, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return nil, l.wrap("stat", key, err)
+		}
+		if !rv.checkFile(st.Size(), st.ModTime()) {
+			f.Close()
+			return nil, fmt.Errorf("%w: %s: %s was replaced", ErrChanged, l.root, key)
+		}
+	}
 	n, err = checkRange(l.root, key, off, n, size)
 	if err != nil {
 		f.Close()

@@ -56,6 +56,9 @@ func (m *Mem) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCl
 	if err != nil {
 		return nil, err
 	}
+	if !readVersionFrom(ctx).checkFile(int64(len(o.data)), o.mod) {
+		return nil, fmt.Errorf("%w: mem: %s was replaced", ErrChanged, key)
+	}
 	n, err = checkRange("mem", key, off, n, int64(len(o.data)))
 	if err != nil {
 		return nil, err

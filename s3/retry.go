@@ -13,8 +13,10 @@ import (
 //   - Reads resume: when a Get or GetRange body fails mid-stream with a
 //     transient error, the reader re-requests the remaining range from the
 //     current offset, so the caller sees one uninterrupted, correct stream.
-//     This assumes objects are immutable once written (snapshots are
-//     write-once); callers that verify CRC-32C also detect a swapped object.
+//     Resumptions are pinned to the version first read (S3: If-Match on
+//     its ETag; local files: same size and modification time); if the
+//     object was replaced meanwhile the read fails with ErrChanged instead
+//     of splicing two versions.
 //   - Puts are retried when the body can be replayed: r implements
 //     io.Seeker (files, bytes.Reader), or nothing was consumed yet.
 //   - A retried PutIfAbsent that reports ErrExists compares the stored
@@ -81,6 +83,8 @@ func (r *Retry) GetRange(ctx context.Context, key string, off, n int64) (io.Read
 }
 
 func (r *Retry) open(ctx context.Context, key string, off, n int64, ranged bool) (io.ReadCloser, error) {
+	// Resumptions must read the same object version as the first request.
+	ctx = withReadVersion(ctx)
 	var rc io.ReadCloser
 	err := r.do(ctx, "get", key, func() (err error) {
 		if ranged {

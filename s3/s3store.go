@@ -258,12 +258,20 @@ func (s *S3) get(ctx context.Context, key string, off, n int64, ranged bool) (io
 			in.Range = aws.String(fmt.Sprintf("bytes=%d-%d", off, off+n-1))
 		}
 	}
+	rv := readVersionFrom(ctx)
+	pinned := rv.pinnedETag()
+	if pinned != "" {
+		in.IfMatch = aws.String(pinned)
+	}
 	wctx, wd, cancel := newWatchdog(ctx, s.opts.StallTimeout)
 	out, err := s.client.GetObject(wctx, in)
 	if err != nil {
 		err = stalled(ctx, wctx, err)
 		cancel()
 		err = classify(err)
+		if pinned != "" && IsExist(err) {
+			return nil, fmt.Errorf("%w: %s: %s no longer has ETag %s", ErrChanged, s.name, key, pinned)
+		}
 		if errors.Is(err, errRange) {
 			// Past the end: describe it with the object's size. Reading
 			// from exactly the end to the end is an empty read.
@@ -283,6 +291,7 @@ func (s *S3) get(ctx context.Context, key string, off, n int64, ranged bool) (io
 		cancel()
 		return nil, fmt.Errorf("%s: get %s: %w (a directory)", s.name, key, ErrNotExist)
 	}
+	rv.pinETag(aws.ToString(out.ETag))
 	want := aws.ToInt64(out.ContentLength)
 	if out.ContentLength == nil {
 		want = -1

@@ -95,3 +95,8 @@ func TestS3ServerVerifiesUploadChecksum(t *testing.T) {
 		t.Fatalf("object stored despite checksum mismatch: %v", err)
 	}
 }
+
+func TestS3RetryDetectsReplacedObject(t *testing.T) {
+	srv := testutil.StartVersitygw(t)
+	testReplacedDuringRead(t, srv.Store)
+}

@@ -30,6 +30,7 @@ type flaky struct {
 	breaks     atomic.Int64
 	maxBreaks  int64
 	putThenErr bool // PutIfAbsent stores, then reports a transient error once
+	onBreak    func()
 }
 
 func (f *flaky) hit(op string) error {
@@ -56,6 +57,9 @@ type breakingReader struct {
 func (b *breakingReader) Read(p []byte) (int, error) {
 	if b.left <= 0 && b.f.breaks.Load() < b.f.maxBreaks {
 		b.f.breaks.Add(1)
+		if b.f.onBreak != nil {
+			b.f.onBreak()
+		}
 		return 0, fmt.Errorf("mid-body: %w", io.ErrUnexpectedEOF)
 	}
 	if b.left > 0 && int64(len(p)) > b.left {
@@ -349,4 +353,44 @@ func TestPublishSnapshot(t *testing.T) {
 	if !errors.Is(err, s3.ErrIntegrity) {
 		t.Fatalf("commit with wrong size: %v", err)
 	}
+}
+
+// A resumed read never splices two versions of an object.
+func testReplacedDuringRead(t *testing.T, st s3.Storage) {
+	ctx := context.Background()
+	mustPut(t, st, "ver/obj", detBytes(1, 300_000))
+	replaced := false
+	f := &flaky{Storage: st, breakEvery: 100_000, maxBreaks: 1, onBreak: func() {
+		time.Sleep(10 * time.Millisecond) // a visible modification time change
+		mustPut(t, st, "ver/obj", detBytes(2, 300_001))
+		replaced = true
+	}}
+	rc, err := s3.WithRetry(f, fastRetry).Get(ctx, "ver/obj")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(rc)
+	rc.Close()
+	if !replaced || !errors.Is(err, s3.ErrChanged) || !s3.IsPermanent(err) {
+		t.Fatalf("read across a replacement: %d bytes, %v", len(b), err)
+	}
+	if !bytes.Equal(b, detBytes(1, 300_000)[:len(b)]) {
+		t.Fatal("delivered bytes are not the first version's")
+	}
+	// Without a replacement the same fault is invisible.
+	f2 := &flaky{Storage: st, breakEvery: 100_000, maxBreaks: 1}
+	if got := mustGet(t, s3.WithRetry(f2, fastRetry), "ver/obj"); !bytes.Equal(got, detBytes(2, 300_001)) || f2.breaks.Load() != 1 {
+		t.Fatalf("resumed read: %d bytes, %d breaks", len(got), f2.breaks.Load())
+	}
+}
+
+func TestRetryDetectsReplacedObject(t *testing.T) {
+	t.Run("mem", func(t *testing.T) { testReplacedDuringRead(t, s3.NewMem()) })
+	t.Run("local", func(t *testing.T) {
+		st, err := s3.NewLocal(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		testReplacedDuringRead(t, st)
+	})
 }
