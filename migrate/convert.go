@@ -1,0 +1,286 @@
+package migrate
+
+import (
+	"errors"
+	"fmt"
+	"hash/crc64"
+	"math/bits"
+	"sort"
+
+	"github.com/sfstate/sfstate/recordstore"
+)
+
+// ErrCorrupt is wrapped by every error about undecodable source state.
+var ErrCorrupt = recordstore.ErrCorrupt
+
+// Converter turns bucket entries into record entries. It reuses its key
+// and value buffers; the zero value is ready for use with Width set.
+type Converter struct {
+	// Width is the key-group prefix width (1 or 2 bytes).
+	Width int
+	key   []byte
+	val   []byte
+}
+
+// Bucket is one decoded bucket key.
+type Bucket struct {
+	KeyGroup int
+	Side     recordstore.Side
+	Key      []byte // equality key (aliases the stored key)
+	Prefix   []byte // the stored bucket key = the records' group prefix
+}
+
+// DecodeBucketKey splits a stored bucket key. On error off is the offending
+// byte offset.
+func DecodeBucketKey(k []byte, width int) (Bucket, int, error) {
+	kg, side, key, rest, off, err := recordstore.DecodeGroupKey(k, width)
+	if err != nil {
+		return Bucket{}, off, err
+	}
+	if len(rest) != 0 {
+		return Bucket{}, len(k) - len(rest), fmt.Errorf("%w: %d bytes after the equality key of a bucket key", ErrCorrupt, len(rest))
+	}
+	return Bucket{KeyGroup: kg, Side: side, Key: key, Prefix: k}, 0, nil
+}
+
+// ConvertBucket decodes one stored bucket entry (key k, value v) and calls
+// emit with every record entry it becomes, in ascending record-key order.
+// The slices passed to emit are valid only during the call. Expired rows
+// are converted too: they keep their timestamps. On a decoding error
+// nothing more is emitted and the error names the offset within the key
+// or value. It returns the decoded bucket.
+func (c *Converter) ConvertBucket(k, v []byte, emit func(b *Bucket, r *recordstore.LogicalRow, recKey, recVal []byte) error) (Bucket, error) {
+	b, off, err := DecodeBucketKey(k, c.Width)
+	if err != nil {
+		return b, fmt.Errorf("bucket key %x offset %d: %w", k, off, err)
+	}
+	off, err = recordstore.DecodeBucketValue(v, func(r recordstore.LogicalRow) error {
+		c.key = append(append(c.key[:0], k...), r.Row...)
+		c.val = recordstore.AppendRecordValue(c.val[:0], r.TS, r.Count, r.Assoc)
+		return emit(&b, &r, c.key, c.val)
+	})
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return b, fmt.Errorf("bucket %x value offset %d: %w", k, off, err)
+		}
+		return b, err
+	}
+	return b, nil
+}
+
+// GroupID names one (side, key group) of a join state.
+type GroupID struct {
+	Side     recordstore.Side
+	KeyGroup int
+}
+
+// GroupStats summarize the rows of one (side, key group).
+type GroupStats struct {
+	Keys  int64  `json:"keys"`  // distinct join keys
+	Rows  int64  `json:"rows"`  // distinct rows
+	Count int64  `json:"count"` // sum of counts (wrapping)
+	Assoc int64  `json:"assoc"` // sum of association counts (wrapping)
+	Hash  uint64 `json:"hash"`  // sum of per-row hashes of (key, row, count, timestamp)
+	Bytes int64  `json:"bytes"` // key and row payload bytes
+}
+
+func (s *GroupStats) add(o GroupStats) {
+	s.Keys += o.Keys
+	s.Rows += o.Rows
+	s.Count += o.Count
+	s.Assoc += o.Assoc
+	s.Hash += o.Hash
+	s.Bytes += o.Bytes
+}
+
+// Digest is the logical summary of one join state: per (side, key group)
+// statistics that do not depend on layout, backend or entry order.
+type Digest struct {
+	Groups map[GroupID]*GroupStats
+}
+
+// NewDigest returns an empty digest.
+func NewDigest() *Digest { return &Digest{Groups: make(map[GroupID]*GroupStats)} }
+
+var crcTable = crc64.MakeTable(crc64.ECMA)
+
+func mix64(x uint64) uint64 {
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+// RowHash is the hash of one row of (group prefix p): the CRC-64 of the
+// record key p|row (given as the CRC of p, continued), mixed with the count
+// and timestamp.
+func RowHash(prefixCRC uint64, row []byte, count, ts int64) uint64 {
+	h := crc64.Update(prefixCRC, crcTable, row)
+	return mix64(h ^ mix64(uint64(count)^bits.RotateLeft64(uint64(ts), 29)^0x9e3779b97f4a7c15))
+}
+
+// PrefixCRC is the CRC-64 of a group prefix, for RowHash.
+func PrefixCRC(prefix []byte) uint64 { return crc64.Update(0, crcTable, prefix) }
+
+// Group returns the statistics of id, creating them.
+func (d *Digest) Group(id GroupID) *GroupStats {
+	g := d.Groups[id]
+	if g == nil {
+		g = &GroupStats{}
+		d.Groups[id] = g
+	}
+	return g
+}
+
+// AddRow adds one row of a group whose prefix CRC is prefixCRC.
+func (d *Digest) AddRow(g *GroupStats, prefixCRC uint64, key []byte, r *recordstore.LogicalRow) {
+	g.Rows++
+	g.Count += r.Count
+	g.Assoc += r.Assoc
+	g.Hash += RowHash(prefixCRC, r.Row, r.Count, r.TS)
+	g.Bytes += int64(len(r.Row))
+}
+
+// AddBucketEntry decodes one stored bucket entry and adds it.
+func (d *Digest) AddBucketEntry(width int, k, v []byte) error {
+	b, off, err := DecodeBucketKey(k, width)
+	if err != nil {
+		return fmt.Errorf("bucket key %x offset %d: %w", k, off, err)
+	}
+	g := d.Group(GroupID{b.Side, b.KeyGroup})
+	pc := PrefixCRC(k)
+	first := true
+	off, err = recordstore.DecodeBucketValue(v, func(r recordstore.LogicalRow) error {
+		if first {
+			first = false
+			g.Keys++
+			g.Bytes += int64(len(b.Key))
+		}
+		d.AddRow(g, pc, b.Key, &r)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("bucket %x value offset %d: %w", k, off, err)
+	}
+	return nil
+}
+
+// RecordDigester adds record entries, given in key order, to a digest
+// (key order lets it count distinct join keys without remembering them).
+type RecordDigester struct {
+	D      *Digest
+	Width  int
+	prefix []byte
+	pc     uint64
+	g      *GroupStats
+}
+
+// Add adds one stored record entry.
+func (rd *RecordDigester) Add(k, v []byte) error {
+	kg, side, key, row, off, err := recordstore.DecodeGroupKey(k, rd.Width)
+	if err != nil {
+		return fmt.Errorf("record key %x offset %d: %w", k, off, err)
+	}
+	ts, c, a, off, err := recordstore.DecodeRecordValue(v)
+	if err != nil {
+		return fmt.Errorf("record %x value offset %d: %w", k, off, err)
+	}
+	p := k[:len(k)-len(row)]
+	if rd.g == nil || string(p) != string(rd.prefix) {
+		rd.prefix = append(rd.prefix[:0], p...)
+		rd.pc = PrefixCRC(p)
+		rd.g = rd.D.Group(GroupID{side, kg})
+		rd.g.Keys++
+		rd.g.Bytes += int64(len(key))
+	}
+	rd.D.AddRow(rd.g, rd.pc, key, &recordstore.LogicalRow{Row: row, Count: c, Assoc: a, TS: ts})
+	return nil
+}
+
+// AddGroup adds one logical group (recordstore.JoinState.Logical).
+func (d *Digest) AddGroup(width int, lg *recordstore.LogicalGroup) {
+	g := d.Group(GroupID{lg.Side, lg.KeyGroup})
+	g.Keys++
+	g.Bytes += int64(len(lg.Key))
+	pc := PrefixCRC(recordstore.AppendGroupPrefix(nil, width, lg.KeyGroup, lg.Side, lg.Key))
+	for i := range lg.Rows {
+		d.AddRow(g, pc, lg.Key, &lg.Rows[i])
+	}
+}
+
+// Merge adds o's statistics to d.
+func (d *Digest) Merge(o *Digest) {
+	for id, s := range o.Groups {
+		d.Group(id).add(*s)
+	}
+}
+
+// Total sums every group.
+func (d *Digest) Total() GroupStats {
+	var t GroupStats
+	for _, s := range d.Groups {
+		t.add(*s)
+	}
+	return t
+}
+
+// IDs returns the group ids in (side, key group) order.
+func (d *Digest) IDs() []GroupID {
+	ids := make([]GroupID, 0, len(d.Groups))
+	for id := range d.Groups {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool {
+		if ids[i].Side != ids[j].Side {
+			return ids[i].Side < ids[j].Side
+		}
+		return ids[i].KeyGroup < ids[j].KeyGroup
+	})
+	return ids
+}
+
+// Mismatch is one group whose statistics differ.
+type Mismatch struct {
+	ID       GroupID
+	Src, Dst GroupStats
+}
+
+func (m Mismatch) String() string {
+	return fmt.Sprintf("side %s key group %d: source keys=%d rows=%d count=%d assoc=%d hash=%016x, migrated keys=%d rows=%d count=%d assoc=%d hash=%016x",
+		m.ID.Side, m.ID.KeyGroup, m.Src.Keys, m.Src.Rows, m.Src.Count, m.Src.Assoc, m.Src.Hash,
+		m.Dst.Keys, m.Dst.Rows, m.Dst.Count, m.Dst.Assoc, m.Dst.Hash)
+}
+
+// Compare lists the groups whose statistics differ between src and dst.
+func Compare(src, dst *Digest) []Mismatch {
+	var out []Mismatch
+	seen := map[GroupID]bool{}
+	for _, d := range []*Digest{src, dst} {
+		for _, id := range d.IDs() {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			var a, b GroupStats
+			if s := src.Groups[id]; s != nil {
+				a = *s
+			}
+			if s := dst.Groups[id]; s != nil {
+				b = *s
+			}
+			if a != b {
+				out = append(out, Mismatch{ID: id, Src: a, Dst: b})
+			}
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].ID.Side != out[j].ID.Side {
+			return out[i].ID.Side < out[j].ID.Side
+		}
+		return out[i].ID.KeyGroup < out[j].ID.KeyGroup
+	})
+	return out
+}
+
