@@ -425,6 +425,26 @@ func runConformance(t *testing.T, st s3.Storage, c conformance) {
 		}
 	})
 
+	t.Run("OddButValidKeys", func(t *testing.T) {
+		for i, k := range []string{"odd/a b+c%20d=é.bin", "odd/~!$&'()*,;:@", "odd/ключ/值", "odd/.hidden", "odd/x..y"} {
+			data := []byte(fmt.Sprintf("v%d:%s", i, k))
+			mustPut(t, st, k, data)
+			if got := mustGet(t, st, k); !bytes.Equal(got, data) {
+				t.Fatalf("%q: got %q", k, got)
+			}
+			if err := st.Copy(ctx, k, k+".copy"); err != nil {
+				t.Fatalf("copy %q: %v", k, err)
+			}
+			if got := mustGet(t, st, k+".copy"); !bytes.Equal(got, data) {
+				t.Fatalf("copy of %q: got %q", k, got)
+			}
+		}
+		got, err := st.List(ctx, "odd/")
+		if err != nil || len(got) != 10 {
+			t.Fatalf("list odd/: %d keys, %v", len(got), err)
+		}
+	})
+
 	t.Run("HostileKeys", func(t *testing.T) {
 		hostile := []string{"", "/abs", "../x", "a/../../b", "a/..", "..", ".", "a//b", "a/./b", "a\\..\\b",
 			"a\x00b", "dir/", "a/.sfstate-tmp-123", strings.Repeat("k", 2000)}

@@ -21,6 +21,11 @@ import (
 // leaves either the old object or the complete new one. PutIfAbsent
 // publishes with link(2), which fails atomically when the name exists, so
 // concurrent writers (also in other processes) see exactly one winner.
+//
+// Keys are checked lexically (ValidateKey) and cannot name a path outside
+// the root. Symbolic links that already exist inside the root are followed
+// like any directory: the root's contents are trusted; List does not follow
+// links.
 type Local struct {
 	root string
 }

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -635,6 +634,25 @@ func (s *S3) uploadParts(ctx context.Context, key, fk string, uploadID *string, 
 	return err
 }
 
+// uriEncode percent-encodes every byte of key except unreserved characters
+// and "/", as S3 expects in x-amz-copy-source (a bare "+" would be read as a
+// space).
+func uriEncode(key string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(key); i++ {
+		c := key[i]
+		if 'A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || strings.IndexByte("-_.~/", c) >= 0 {
+			b.WriteByte(c)
+			continue
+		}
+		b.WriteByte('%')
+		b.WriteByte(hex[c>>4])
+		b.WriteByte(hex[c&15])
+	}
+	return b.String()
+}
+
 // crcHeader is the x-amz-checksum-crc32c value of data: the server checks
 // every uploaded body against it, so transfer corruption fails the request
 // instead of being stored.
@@ -689,7 +707,7 @@ func (s *S3) Copy(ctx context.Context, srcKey, dstKey string) error {
 		return fmt.Errorf("%w: %s: copy %s: %d bytes exceed the %d-byte single-request copy limit (multipart copy not supported)",
 			ErrPermanent, s.name, srcKey, info.Size, int64(MaxCopySize))
 	}
-	source := s.bucket + "/" + (&url.URL{Path: src}).EscapedPath()
+	source := s.bucket + "/" + uriEncode(src)
 	_, err = s.client.CopyObject(ctx, &s3.CopyObjectInput{Bucket: &s.bucket, Key: &dst, CopySource: &source})
 	if err != nil {
 		return s.fail("copy to "+dstKey, srcKey, err)

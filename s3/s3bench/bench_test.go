@@ -3,6 +3,7 @@ package s3bench
 import (
 	"context"
 	"io"
+	"strings"
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/testutil"
@@ -53,6 +54,29 @@ func BenchmarkUpload32MiB(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		if err := st.Put(ctx, "up", &repeatReader{src: src, n: 32 << 20}, -1); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkStorageQuick runs the `sfstate bench storage --quick` table once
+// and reports its rows as metrics (MiB/s; slowdown of the latency rows).
+func BenchmarkStorageQuick(b *testing.B) {
+	for _, bin := range []string{"versitygw", "toxiproxy-server"} {
+		if _, err := testutil.FindBinary(bin); err != nil {
+			b.Skip(err)
+		}
+	}
+	for i := 0; i < b.N; i++ {
+		rep, err := Run(context.Background(), DefaultConfig(true))
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, r := range rep.Rows {
+			name := strings.NewReplacer(" ", "_", "±", "+-", ",", "").Replace(r.Name + "/" + strings.Fields(r.Network)[0])
+			b.ReportMetric(r.MiBps, name+"_MiB/s")
+			if r.VsDirect > 0 {
+				b.ReportMetric(r.VsDirect, name+"_slowdown")
+			}
 		}
 	}
 }
