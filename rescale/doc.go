@@ -37,6 +37,19 @@
 // absolute URIs into the source (file:/… or s3://…), or with Options.Copy
 // the files are copied (server-side within one store) and stay relative.
 //
+// # Native handles
+//
+// Incremental RocksDB handles (tags 5, 11) are kept as they are, rebased to
+// absolute URIs: a handle's files form one RocksDB instance, so they cannot
+// be split or merged into another handle, and Flink clips a handle only when
+// its recorded range differs from the new one (see NativeViews). Every new
+// subtask then references all files of the handles overlapping its range,
+// nothing copied. For the engine's checkpoints, whose manifest records the
+// key groups of every SST file, Run also writes PlanName: per new subtask
+// the instances it restores from and only the SST files overlapping its
+// range, with the bytes needed, the bytes of whole handles and the bytes of
+// files straddling the range boundary (engine/rescale restores from it).
+//
 // # Publishing
 //
 // Run never writes under the source. Data files (copies, rewritten state)

@@ -1,7 +1,9 @@
 package rescale
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -83,6 +85,8 @@ type Result struct {
 	Verified bool `json:"verified"`
 	// Entries is the number of keyed entries compared (rewrites only).
 	Entries int64 `json:"entries,omitempty"`
+	// Native is the plan written for an engine checkpoint (PlanName).
+	Native *NativePlan `json:"native,omitempty"`
 }
 
 // Run rescales req.Src into req.Dst. Nothing under the source is written;
@@ -110,6 +114,7 @@ func Run(ctx context.Context, req Request) (*Result, error) {
 	if rw {
 		rewriter = newRewriter(ctx, req, res, own)
 	}
+	hasNative := false
 	for i, op := range src.Meta.Operators {
 		kind, err := Classify(op)
 		if err != nil {
@@ -123,6 +128,7 @@ func Run(ctx context.Context, req Request) (*Result, error) {
 			if rw {
 				return nil, fmt.Errorf("%w: operator %s holds native (incremental RocksDB) handles; --max-parallelism and --merge-files need a canonical savepoint", ErrUnsupported, op.ID)
 			}
+			hasNative = true
 			nop, st, err := NativeViews(op, req.Parallelism)
 			if err != nil {
 				return nil, err
@@ -149,6 +155,26 @@ func Run(ctx context.Context, req Request) (*Result, error) {
 	}
 	var written []s3.Written
 	var err error
+	if hasNative {
+		plan, err := ReadNativePlan(ctx, src, req.Parallelism)
+		if err != nil {
+			return nil, err
+		}
+		if plan != nil {
+			b, err := json.MarshalIndent(plan, "", "  ")
+			if err != nil {
+				return nil, err
+			}
+			w, err := s3.PutHashed(ctx, req.Dst, PlanName, bytes.NewReader(b), int64(len(b)))
+			if err != nil {
+				return nil, fmt.Errorf("rescale: writing %s: %w", PlanName, err)
+			}
+			written = append(written, w)
+			res.Native = plan
+			res.RewrittenBytes += w.Size
+			res.NewFiles++
+		}
+	}
 	if rewriter != nil {
 		if err := rewriter.finish(); err != nil {
 			return nil, err

@@ -36,6 +36,13 @@ multiple of the old parallelism, K = N. Operator (non-keyed) state of a keyed
 operator goes to the first view of its old subtask; broadcast state to
 every view. Non-keyed operators are kept as they are.
 
+Native (incremental RocksDB) handles are kept whole and rebased: a handle is
+one RocksDB instance and Flink clips it itself, so every new subtask
+references all files of the handles overlapping its range. For sfstate engine
+checkpoints a rescale-plan.json beside _metadata lists per new subtask only
+the SST files whose key groups overlap its range (bytes needed vs whole
+handles vs boundary files).
+
 Handles relative to SRC become absolute URIs (file:/... or s3://...) into SRC
 unless --copy copies those files into DST (server-side on S3 within one
 bucket). The bytes written are then only the _metadata. SRC is never
@@ -152,6 +159,10 @@ func runRescale(c *cli.Context) error {
 	fmt.Fprintf(w, "%s: wrote %s (metadata %s, copied %s, rewritten %s) for %s of state (%.4f%%); %d files referenced in place, %d copied, %d new\n",
 		res.Destination, rescaleBytes(res.BytesWritten), rescaleBytes(res.MetadataBytes), rescaleBytes(res.CopiedBytes), rescaleBytes(res.RewrittenBytes),
 		rescaleBytes(res.StateBytes), 100*ratio, res.ReferencedFiles, res.CopiedFiles, res.NewFiles)
+	if n := res.Native; n != nil {
+		fmt.Fprintf(w, "native plan %s: new subtasks need %s of SST files (whole overlapping handles: %s; files straddling a range boundary: %s)\n",
+			rescale.PlanName, rescaleBytes(n.NeededBytes), rescaleBytes(n.WholeBytes), rescaleBytes(n.BoundaryBytes))
+	}
 	if res.Verified {
 		fmt.Fprintf(w, "content verified before publishing: %d entries, per-state counts and digests equal\n", res.Entries)
 	}
