@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -41,6 +42,19 @@ type JoinBenchRow struct {
 	Inputs        int     `json:"inputs"`
 	OutputRows    int64   `json:"output_rows"`
 	Checksum      string  `json:"checksum"`
+	Bucket        float64 `json:"bucket"`
+	RecordNoReuse float64 `json:"record_no_reuse"`
+	Record8MiB    float64 `json:"record_8mib"`
+	Record64MiB   float64 `json:"record_64mib"`
+	RecordPool    float64 `json:"record_pool"`
+	// CPU is the median process CPU seconds (user + system, RocksDB's
+	// background threads included) of the same trials: on a shared machine
+	// it is steadier than wall time.
+	CPU *JoinBenchCPU `json:"cpu,omitempty"`
+}
+
+// JoinBenchCPU holds per-policy median CPU seconds.
+type JoinBenchCPU struct {
 	Bucket        float64 `json:"bucket"`
 	RecordNoReuse float64 `json:"record_no_reuse"`
 	Record8MiB    float64 `json:"record_8mib"`
@@ -179,9 +193,10 @@ func benchShapes(cfg JoinBenchConfig) []benchShape {
 		for i := len(rep); i < n; i++ {
 			rep = append(rep, genRow{Left, int64(rng.IntN(repKeys))})
 		}
-		// skewed: left inserts with Zipf keys build large groups, a few
+		// skewed: left inserts with Zipf(1.5) keys over 1000 keys build
+		// large groups (the hottest takes about a third of the rows), 2%
 		// right probes with uniform keys
-		zipf := rand.NewZipf(rand.New(rand.NewPCG(seed, 12)), 1.1, 1, 999)
+		zipf := rand.NewZipf(rand.New(rand.NewPCG(seed, 12)), benchZipfS, 1, 999)
 		var skew []genRow
 		for i := 0; i < n; i++ {
 			if rng.IntN(50) == 0 {
@@ -223,6 +238,7 @@ func shapeRank(s string) int {
 
 type trialResult struct {
 	secs     float64
+	cpu      float64
 	rows     int64
 	checksum uint64
 }
@@ -246,13 +262,17 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy) (trialResult, error) 
 		return trialResult{}, err
 	}
 	pool := engine.NewPool(benchPool)
-	opts := Options{CacheAllowance: pol.allowance}
+	// every bench row carries a unique id: both sides declare unique rows
+	opts := Options{CacheAllowance: pol.allowance, UniqueRows: [2]bool{true, true}}
 	if pol.reuse {
 		opts.Pool = pool
 	}
 	st, err := Open(pol.layout, be, opts)
 	if err != nil {
 		return trialResult{}, err
+	}
+	if benchIterPerGroup {
+		st.(*recordState).kv.iterPerGroup = true
 	}
 	j := NewJoin(st, JoinOptions{Pool: pool})
 	codec, err := rowcodec.NewCodec(benchSchema)
@@ -278,6 +298,7 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy) (trialResult, error) 
 		res.rows += int64(len(chunk))
 		return nil
 	}
+	cpu0 := processCPU()
 	start := time.Now()
 	for bi := range sh.bundles {
 		b := &sh.bundles[bi]
@@ -305,11 +326,16 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy) (trialResult, error) 
 		}
 	}
 	res.secs = time.Since(start).Seconds()
+	res.cpu = processCPU() - cpu0
 	if pool.Used() != 0 {
 		return res, fmt.Errorf("%d pool bytes still reserved after the run", pool.Used())
 	}
 	return res, nil
 }
+
+var benchIterPerGroup = false
+
+var benchZipfS = 1.5
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
@@ -335,6 +361,7 @@ func RunJoinBench(cfg JoinBenchConfig) (*JoinBenchResult, error) {
 	run := 0
 	for _, sh := range benchShapes(cfg) {
 		times := make([][]float64, len(benchPolicies))
+		cpus := make([][]float64, len(benchPolicies))
 		row := JoinBenchRow{Shape: sh.name, Payload: sh.payload, Inputs: sh.inputs, OutputRows: -1}
 		var sum uint64
 		for t := 0; t < cfg.Warmup+cfg.Trials; t++ {
@@ -354,12 +381,15 @@ func RunJoinBench(cfg JoinBenchConfig) (*JoinBenchResult, error) {
 				}
 				if t >= cfg.Warmup {
 					times[p] = append(times[p], r.secs)
+					cpus[p] = append(cpus[p], r.cpu)
 				}
 			}
 		}
 		row.Checksum = fmt.Sprintf("%016x", sum)
 		row.Bucket, row.RecordNoReuse = median(times[0]), median(times[1])
 		row.Record8MiB, row.Record64MiB, row.RecordPool = median(times[2]), median(times[3]), median(times[4])
+		row.CPU = &JoinBenchCPU{Bucket: median(cpus[0]), RecordNoReuse: median(cpus[1]),
+			Record8MiB: median(cpus[2]), Record64MiB: median(cpus[3]), RecordPool: median(cpus[4])}
 		res.Rows = append(res.Rows, row)
 		for _, b := range sh.bundles {
 			b.rec.Release()
@@ -369,6 +399,14 @@ func RunJoinBench(cfg JoinBenchConfig) (*JoinBenchResult, error) {
 		}
 	}
 	return res, nil
+}
+
+func processCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 func median(xs []float64) float64 {

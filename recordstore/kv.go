@@ -29,6 +29,11 @@ type kv struct {
 	snapKeys [][]byte // heap / generic backends: sorted snapshot per bundle
 	snapVals [][]byte
 	snapOK   bool
+
+	// iterPerGroup makes every group visit open its own bounded iterator
+	// through engine.Backend.Scan (what a straightforward port does); kept
+	// for measuring what the bundle-wide cursor saves.
+	iterPerGroup bool
 }
 
 type rocksHandle interface {
@@ -49,6 +54,9 @@ func newKV(be engine.Backend, st int) *kv {
 // prefix visits the entries whose key starts with p, in key order, until
 // fn returns false. Bytes are valid only during fn.
 func (k *kv) prefix(p []byte, fn func(key, val []byte) bool) error {
+	if k.iterPerGroup {
+		return k.be.Scan(k.st, p, prefixEnd(p), fn)
+	}
 	if k.rdb != nil {
 		if k.it == nil {
 			k.ro = grocksdb.NewDefaultReadOptions()

@@ -25,6 +25,7 @@ type recordState struct {
 	cached   int64 // bytes of cache currently charged
 	keys     [][]byte
 	pending  []*rec
+	visitGen uint64
 	recs     []rec
 	gp       []byte
 }
@@ -37,6 +38,12 @@ type rec struct {
 	stored       bool // an entry exists in the store (maybe expired)
 	live         bool // ... and it is not expired: store scans visit it
 	dirty        bool
+	// blind: a row of a unique-row side, never read: an insert writes
+	// count 1, a retraction deletes. Until written it does not overlay
+	// the store; once written, store scans mark it seen so it is not
+	// visited twice.
+	blind bool
+	seen  uint64
 }
 
 type cgroup struct {
@@ -84,6 +91,15 @@ func (s *recordState) Begin(probes []Probe) error {
 			continue
 		}
 		r := s.newRec(s.scratch, pl)
+		if s.opts.UniqueRows[p.Side&1] {
+			// the side's rows are unique: the bundle knows an insert is
+			// new, no point read
+			r.blind = true
+			s.stats.SkippedReads++
+			s.override[string(s.scratch[:pl])]++
+			s.fresh[string(s.scratch[:pl])] = append(s.fresh[string(s.scratch[:pl])], r)
+			continue
+		}
 		s.keys = append(s.keys, r.key)
 		s.pending = append(s.pending, r)
 	}
@@ -150,6 +166,21 @@ func (s *recordState) Count(side Side, key, row []byte) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	if r.blind && !r.dirty {
+		// asked after all: read it (it stays filed as blind, so a
+		// later write still overlays the store correctly)
+		var c int64
+		err := s.kv.be.MultiGet(s.kv.st, [][]byte{r.key}, func(_ int, v []byte, ok bool) {
+			if !ok {
+				return
+			}
+			if ts, n, _, _, err := DecodeRecordValue(v); err == nil && !expired(ts, s.now, s.ttl) {
+				c = n
+			}
+		})
+		s.stats.PointReads++
+		return c, err
+	}
 	return r.count, nil
 }
 
@@ -157,6 +188,19 @@ func (s *recordState) Add(side Side, key, row []byte, delta int64) (int64, error
 	r, err := s.lookup(side, key, row)
 	if err != nil {
 		return 0, err
+	}
+	if r.blind {
+		// unique rows: an insert is the only copy, a retraction removes it
+		r.count = max(0, min(1, r.count+delta))
+		if delta < 0 {
+			r.count = 0
+		}
+		r.ts = s.now
+		if !r.dirty {
+			r.dirty = true
+			s.dirty = append(s.dirty, r)
+		}
+		return r.count, nil
 	}
 	if r.count == 0 && delta <= 0 {
 		return 0, nil
@@ -184,10 +228,13 @@ func (s *recordState) Visit(side Side, key []byte, fn func(row []byte, count int
 	p := s.gp
 	pl := len(p)
 	ov := s.override[string(p)] > 0
+	s.visitGen++
+	gen := s.visitGen
 	emit := func(k []byte, count int64) error {
 		if ov {
-			if r, ok := s.work[string(k)]; ok {
+			if r, ok := s.work[string(k)]; ok && (!r.blind || r.dirty) {
 				count = r.count
+				r.seen = gen
 			}
 		}
 		if count <= 0 {
@@ -206,7 +253,7 @@ func (s *recordState) Visit(side Side, key []byte, fn func(row []byte, count int
 		return err
 	}
 	for _, r := range s.fresh[string(p)] {
-		if r.count > 0 {
+		if r.count > 0 && r.seen != gen {
 			if err := fn(r.key[pl:], r.count); err != nil {
 				return err
 			}
@@ -318,7 +365,7 @@ func (s *recordState) Commit() error {
 		if r.count > 0 {
 			s.scratch = AppendRecordValue(s.scratch[:0], r.ts, r.count, r.assoc)
 			b.Put(s.kv.st, r.key, s.scratch)
-		} else if r.stored {
+		} else if r.stored || r.blind {
 			b.Delete(s.kv.st, r.key)
 		}
 	}

@@ -111,6 +111,12 @@ type Options struct {
 	// one bundle. For tests and the benchmark's fixed-allowance policies
 	// only; production relies on the pool alone.
 	CacheAllowance int64
+	// UniqueRows declares, per side, that the side's rows are unique (the
+	// planner's unique-key input spec: no row is inserted twice without a
+	// retraction in between). The record layout then skips the own-row
+	// point read: an insert writes count 1, a retraction deletes. The
+	// bucket layout must read the multiset anyway and ignores it.
+	UniqueRows [2]bool
 	// RowValidator, when set, is used by Check to validate row payloads
 	// (e.g. a rowcodec.Codec's Validate on a TTL-prefixed value).
 	RowValidator func(row []byte) error

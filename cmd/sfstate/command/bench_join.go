@@ -77,7 +77,17 @@ func printJoinBench(w io.Writer, res *recordstore.JoinBenchResult, trials int) e
 		return err
 	}
 	fmt.Fprintln(w, "pool/bucket: record with pool reservations relative to bucket (lower is better); orig: the original engine's medians (other hardware)")
-	return nil
+	fmt.Fprintf(w, "\nProcess CPU seconds (user + system, median of the same trials)\n")
+	fmt.Fprintln(tw, "shape/payload\tbucket\trecord no reuse\trecord 8 MiB\trecord 64 MiB\trecord pool\tpool/bucket\t")
+	for _, r := range res.Rows {
+		if r.CPU == nil {
+			continue
+		}
+		c := r.CPU
+		fmt.Fprintf(tw, "%s/%d\t%.4f\t%.4f\t%.4f\t%.4f\t%.4f\t%.2fx\t\n", r.Shape, r.Payload,
+			c.Bucket, c.RecordNoReuse, c.Record8MiB, c.Record64MiB, c.RecordPool, ratio(c.RecordPool, c.Bucket))
+	}
+	return tw.Flush()
 }
 
 func ratio(a, b float64) float64 {
