@@ -3,8 +3,11 @@ package s3_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
+	"os"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awss3 "github.com/aws/aws-sdk-go-v2/service/s3"
@@ -99,4 +102,31 @@ func TestS3ServerVerifiesUploadChecksum(t *testing.T) {
 func TestS3RetryDetectsReplacedObject(t *testing.T) {
 	srv := testutil.StartVersitygw(t)
 	testReplacedDuringRead(t, srv.Store)
+}
+
+// TestConformanceExternalS3 runs the suite against a real bucket when
+// SFSTATE_TEST_S3_URL=s3://bucket/prefix is set (credentials, region and
+// endpoint from the usual AWS variables). The prefix gets a unique
+// sub-prefix, deleted afterwards.
+func TestConformanceExternalS3(t *testing.T) {
+	u := os.Getenv("SFSTATE_TEST_S3_URL")
+	if u == "" {
+		t.Skip("SFSTATE_TEST_S3_URL not set")
+	}
+	loc, err := s3.ParseURL(u)
+	if err != nil || loc.Scheme != "s3" {
+		t.Fatalf("SFSTATE_TEST_S3_URL=%q: %v", u, err)
+	}
+	ctx := context.Background()
+	st, err := s3.NewS3(ctx, loc.Bucket, s3.JoinKey(loc.Prefix, fmt.Sprintf("sfstate-test-%d", time.Now().UnixNano())), s3.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		objs, _ := st.List(ctx, "")
+		for _, o := range objs {
+			st.Delete(ctx, o.Key)
+		}
+	})
+	runConformance(t, st, defaultConformance())
 }
