@@ -321,3 +321,35 @@ func expired(ts, now, ttl int64) bool {
 	}
 	return ts+ttl <= now
 }
+
+// BucketToRecords converts one bucket entry (stored key and value) into the
+// record layout's entries, calling fn with each record key and value in
+// key order (the bytes are reused after fn returns). Rows expired at now
+// under ttl milliseconds (0 = never) are dropped. It is the per-key step of
+// bucket → record migration and allocates nothing per row beyond dst
+// growth.
+func BucketToRecords(width int, stored, value []byte, now, ttl int64, fn func(key, val []byte) error) error {
+	kg, side, key, rest, off, err := DecodeGroupKey(stored, width)
+	if err != nil {
+		return fmt.Errorf("recordstore: bucket key %x offset %d: %w", stored, off, err)
+	}
+	if len(rest) != 0 {
+		return fmt.Errorf("recordstore: bucket key %x offset %d: %w: %d bytes after the equality key", stored, len(stored)-len(rest), ErrCorrupt, len(rest))
+	}
+	var k, v []byte
+	prefix := AppendGroupPrefix(nil, width, kg, side, key)
+	if off, err := DecodeBucketValue(value, func(r LogicalRow) error {
+		if expired(r.TS, now, ttl) {
+			return nil
+		}
+		k = append(append(k[:0], prefix...), r.Row...)
+		v = AppendRecordValue(v[:0], r.TS, r.Count, r.Assoc)
+		return fn(k, v)
+	}); err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return fmt.Errorf("recordstore: bucket %x value offset %d: %w", stored, off, err)
+		}
+		return err
+	}
+	return nil
+}

@@ -75,3 +75,37 @@ func TestRecordKeyAndValue(t *testing.T) {
 		t.Fatal("short value accepted")
 	}
 }
+
+func TestBucketToRecords(t *testing.T) {
+	rows := []LogicalRow{{Row: []byte("a"), Count: 2, TS: 100}, {Row: []byte("b"), Count: 1, Assoc: 3, TS: 10}, {Row: []byte("c"), Count: 1, TS: 50}}
+	bk := AppendGroupPrefix(nil, 2, 300, Left, []byte("key"))
+	var keys []string
+	err := BucketToRecords(2, bk, AppendBucketValue(nil, rows), 60, 20, func(k, v []byte) error {
+		kg, side, key, row, _, err := DecodeGroupKey(k, 2)
+		if err != nil || kg != 300 || side != Left || string(key) != "key" {
+			t.Fatalf("record key %x: %v", k, err)
+		}
+		ts, c, _, _, err := DecodeRecordValue(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(row) == "a" && (c != 2 || ts != 100) {
+			t.Fatalf("row a: count %d ts %d", c, ts)
+		}
+		keys = append(keys, string(row))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b (ts 10) is expired at 60 under a 20 ms TTL, c (ts 50) is not
+	if len(keys) != 2 || keys[0] != "a" || keys[1] != "c" {
+		t.Fatalf("records %q", keys)
+	}
+	if err := BucketToRecords(2, append(bk, 'x'), AppendBucketValue(nil, rows), 0, 0, func(k, v []byte) error { return nil }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("trailing key bytes: %v", err)
+	}
+	if err := BucketToRecords(2, bk, []byte{1, 2, 3}, 0, 0, func(k, v []byte) error { return nil }); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("short value: %v", err)
+	}
+}
