@@ -194,7 +194,10 @@ func TestNativeMemoryBoundedByOperatorCount(t *testing.T) {
 				}
 				var mem, readers uint64
 				for _, be := range bes {
-					m, _ := be.(*rocksBackend).Property("rocksdb.cur-size-all-mem-tables")
+					m, ok := Property(be, "rocksdb.cur-size-all-mem-tables")
+					if !ok {
+						t.Fatal("memtable property unavailable")
+					}
 					r, _ := be.(*rocksBackend).Property("rocksdb.estimate-table-readers-mem")
 					mem += m
 					readers += r

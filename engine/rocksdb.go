@@ -471,6 +471,17 @@ func (b *rocksBackend) Property(name string) (uint64, bool) {
 	return total, found
 }
 
+// Property reads an integer RocksDB property (for example
+// "rocksdb.cur-size-all-mem-tables", "rocksdb.estimate-table-readers-mem",
+// "rocksdb.estimate-num-keys") summed over every column family of a RocksDB
+// backend; ok is false for other backends or unknown properties.
+func Property(be Backend, name string) (v uint64, ok bool) {
+	if r, isRocks := be.(*rocksBackend); isRocks {
+		return r.Property(name)
+	}
+	return 0, false
+}
+
 // DB exposes the underlying grocksdb handle and state column families for
 // native checkpoints and tooling. Do not close them.
 func (b *rocksBackend) DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle) { return b.db, b.cfs }

@@ -9,7 +9,8 @@ import (
 // the backend stores: entries are admitted after their write has been
 // committed), is bounded by a reservation on the slot's pool, and eviction
 // never writes. Keys created by the bundle that admits them bypass
-// admission: a fresh unique key enters only when it is seen again.
+// admission: a fresh unique key enters only when it is seen again. A
+// WinnerCache is not safe for concurrent use.
 type WinnerCache struct {
 	res     *Reservation
 	pool    *Pool
