@@ -322,18 +322,18 @@ func (t *translator) stream(ctx context.Context, h *savepoint.StreamHandle, res 
 			kg.Delegate = d
 			c.KeyGroups = &kg
 		}
-	case savepoint.TagRelativeFile, savepoint.TagFile, savepoint.TagSegmentFile:
+	case savepoint.TagRelativeFile:
 		loc, err := t.req.Src.Resolve(h)
 		if err != nil {
 			return nil, err
 		}
 		if !t.sized[loc.Key] {
 			t.sized[loc.Key] = true
-			if h.Tag == savepoint.TagRelativeFile && !t.req.Copy {
+			if !t.req.Copy {
 				res.ReferencedFiles++
 			}
 		}
-		if h.Tag == savepoint.TagRelativeFile {
+		{
 			if t.req.Copy {
 				if !t.copied[loc.Key] {
 					t.copied[loc.Key] = true
@@ -432,6 +432,16 @@ func stateBytes(ctx context.Context, src *savepoint.Savepoint) (int64, error) {
 			}
 		case savepoint.TagRelativeFile, savepoint.TagFile, savepoint.TagSegmentFile:
 			loc, err := src.Resolve(h)
+			if errors.Is(err, savepoint.ErrPath) && h.Tag == savepoint.TagFile {
+				// An absolute file outside the directory (e.g. a
+				// checkpoint's shared/ files): kept as is, counted at
+				// its recorded size.
+				if !seen[h.Path] {
+					seen[h.Path] = true
+					total += max(0, h.Size)
+				}
+				return nil
+			}
 			if err != nil {
 				return err
 			}

@@ -1,0 +1,52 @@
+// Package rescale restores engine subtasks from a native rescale plan
+// (package rescale's PlanName beside a rescaled `_metadata`): each new
+// subtask fetches only the SST files whose key groups overlap its range —
+// in parallel ranged reads — and clips what lies outside. It wraps
+// engine/checkpoint.Restore, checks the plan against the checkpoint's own
+// manifest, and reports the boundary waste.
+package rescale
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/rescale"
+	"github.com/sfstate/sfstate/s3"
+)
+
+// Stats describes one new subtask's restore.
+type Stats struct {
+	checkpoint.RestoreStats
+	// PlannedBytes are the SST bytes the plan lists for the subtask;
+	// BoundaryBytes those of files that also hold key groups of other
+	// subtasks (fetched, then partly clipped away); WholeBytes what
+	// downloading every overlapping handle would move.
+	PlannedBytes, BoundaryBytes, WholeBytes int64
+}
+
+// Restore rebuilds new subtask i of plan from the checkpoint store st (the
+// store the engine's Checkpointer wrote) into dir. With whole set every
+// file of every overlapping handle is downloaded instead (Flink's way; the
+// baseline of the benchmark).
+func Restore(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i int, dir string, whole bool, opts checkpoint.RestoreOptions) (engine.Backend, *Stats, error) {
+	if plan == nil || i < 0 || i >= len(plan.Subtasks) {
+		return nil, nil, fmt.Errorf("rescale restore: no subtask %d in the plan", i)
+	}
+	ps := plan.Subtasks[i]
+	m, err := checkpoint.ReadManifest(ctx, st, plan.CheckpointID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if m.MaxParallelism != plan.MaxParallelism || len(m.Subtasks) != plan.OldParallelism {
+		return nil, nil, fmt.Errorf("rescale restore: plan (max parallelism %d, %d old subtasks) does not match checkpoint %d (%d, %d)",
+			plan.MaxParallelism, plan.OldParallelism, plan.CheckpointID, m.MaxParallelism, len(m.Subtasks))
+	}
+	opts.WholeHandles = whole
+	b, rs, err := checkpoint.Restore(ctx, st, plan.CheckpointID, engine.KeyGroupRange{Start: ps.StartKeyGroup, End: ps.EndKeyGroup}, dir, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	return b, &Stats{RestoreStats: *rs, PlannedBytes: ps.NeededBytes, BoundaryBytes: ps.BoundaryBytes, WholeBytes: ps.WholeBytes}, nil
+}
