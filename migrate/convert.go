@@ -283,4 +283,3 @@ func Compare(src, dst *Digest) []Mismatch {
 	})
 	return out
 }
-

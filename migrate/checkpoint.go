@@ -1,0 +1,1254 @@
+//go:build cgo
+
+package migrate
+
+import (
+	"bytes"
+	"context"
+	"crypto/md5"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/linxGnu/grocksdb"
+
+	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/recordstore"
+	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/flinkwrite"
+)
+
+// WriteMode selects how migrated records reach the output RocksDB.
+type WriteMode string
+
+const (
+	// WriteSST writes SST files with RocksDB's SST writer and ingests them.
+	WriteSST WriteMode = "sst"
+	// WritePut puts the records through write batches (then flushes).
+	WritePut WriteMode = "put"
+)
+
+// Options configure Checkpoint.
+type Options struct {
+	// ID is the source checkpoint; zero means the newest completed one.
+	ID int64
+	// DryRun reads and digests the bucket state and reports what would
+	// change without writing anything.
+	DryRun bool
+	// Pool bounds the bytes buffered by the put path (and the key group
+	// read-ahead); nil means a 64 MiB pool.
+	Pool *engine.Pool
+	// WorkDir holds temporary RocksDB directories; empty means os.TempDir.
+	// Hard links from a local source store need it on the same file system.
+	WorkDir string
+	// Mode is WriteSST (default) or WritePut.
+	Mode WriteMode
+	// SSTTargetSize rolls SST writer files at this size; zero means 64 MiB.
+	SSTTargetSize int64
+	// CopyReferenced transfers an untouched source object to the
+	// destination under the same key. Nil: a hard link between local
+	// stores, else a streamed copy. The command line passes a server-side
+	// copy when both stores are prefixes of one S3 bucket.
+	CopyReferenced func(ctx context.Context, key string) (linked bool, err error)
+
+	// failAfter, when positive, makes the run fail after that many store
+	// writes (tests of resumability).
+	failAfter int
+}
+
+// Report describes a migration.
+type Report struct {
+	Source, Destination string
+	CheckpointID        int64
+	DryRun              bool
+	// AlreadyComplete: the destination already held the finished migration.
+	AlreadyComplete bool
+	// Resumed counts subtasks a previous run had finished.
+	Resumed   int
+	Operators []OperatorReport
+	// Files and bytes written, carried over by reference (hard link or
+	// server-side copy), or copied because no reference was possible.
+	FilesWritten, FilesReferenced, FilesCopied int
+	BytesWritten, BytesReferenced, BytesCopied int64
+	// BytesRead: source bytes fetched (downloads; hard links count 0).
+	BytesRead int64
+	Duration  time.Duration
+	Mode      WriteMode
+}
+
+// OperatorReport is one operator's migration result.
+type OperatorReport struct {
+	ID          string
+	States      []string // the states migrated, e.g. join-buckets → join-records
+	Subtasks    int
+	Buckets     int64 // bucket entries read
+	Rows        int64 // records written
+	BytesIn     int64 // bucket entry bytes read
+	BytesOut    int64 // record entry bytes written
+	Source      *Digest
+	Migrated    *Digest
+	Mismatches  []Mismatch
+	Untouched   []string // states carried over unchanged
+	RecordFiles int
+}
+
+// ErrNothingToMigrate is returned when the source has no bucket state.
+var ErrNothingToMigrate = errors.New("migrate: no join state in the bucket layout")
+
+// ErrMismatch is returned when the migrated content's digest differs from
+// the source's.
+var ErrMismatch = errors.New("migrate: migrated join state differs from the source")
+
+var errInjected = errors.New("migrate: injected failure")
+
+// journalPrefix holds the progress journal under the destination checkpoint.
+func journalPrefix(id int64) string { return checkpoint.Dir(id) + "/_migrate/" }
+
+func journalKey(id int64, task int) string {
+	return fmt.Sprintf("%stask-%d.json", journalPrefix(id), task)
+}
+
+// journalEntry records one finished subtask.
+type journalEntry struct {
+	Format     string             `json:"format"`
+	Source     string             `json:"source"` // CRC-32C of the source manifest, hex
+	Subtask    checkpoint.Subtask `json:"subtask"`
+	Uploaded   int64              `json:"uploaded"`
+	Buckets    int64              `json:"buckets"`
+	Rows       int64              `json:"rows"`
+	BytesIn    int64              `json:"bytesIn"`
+	BytesOut   int64              `json:"bytesOut"`
+	Digest     []digestEntry      `json:"digest"`
+	Written    int                `json:"filesWritten"`
+	Referenced int                `json:"filesReferenced"`
+	Copied     int                `json:"filesCopied"`
+	BWritten   int64              `json:"bytesWritten"`
+	BRef       int64              `json:"bytesReferenced"`
+	BCopied    int64              `json:"bytesCopied"`
+}
+
+const journalFormat = "sfstate-migrate-journal-1"
+
+type digestEntry struct {
+	Side     int `json:"side"`
+	KeyGroup int `json:"keyGroup"`
+	GroupStats
+}
+
+func encodeDigest(d *Digest) []digestEntry {
+	var out []digestEntry
+	for _, id := range d.IDs() {
+		out = append(out, digestEntry{int(id.Side), id.KeyGroup, *d.Groups[id]})
+	}
+	return out
+}
+
+func decodeDigest(es []digestEntry) *Digest {
+	d := NewDigest()
+	for _, e := range es {
+		*d.Group(GroupID{recordstore.Side(e.Side), e.KeyGroup}) = e.GroupStats
+	}
+	return d
+}
+
+// run is one migration in progress.
+type run struct {
+	ctx      context.Context
+	src, dst s3.Storage
+	opts     Options
+	id       int64
+	m        *checkpoint.Manifest
+	srcCRC   string
+	bucketCF string
+	states   []checkpoint.StateInfo // output states
+	rep      *Report
+	op       *OperatorReport
+	steps    int
+	written  []s3.Written
+}
+
+// step counts one store write and injects the configured failure.
+func (r *run) step() error {
+	r.steps++
+	if r.opts.failAfter > 0 && r.steps >= r.opts.failAfter {
+		return fmt.Errorf("%w after %d writes", errInjected, r.steps)
+	}
+	return nil
+}
+
+// Checkpoint migrates native checkpoint opts.ID of src into dst: the join
+// state's bucket entries become record entries, every other state is
+// carried over unchanged by reference. src is never written. The result is
+// checkpoint opts.ID in dst, with `_metadata` written last, after the
+// migrated content's digest matched the source's (else ErrMismatch and no
+// `_metadata`). Rerun with the same arguments after a failure, it resumes
+// from the journal under dst and produces the same checkpoint.
+func Checkpoint(ctx context.Context, src, dst s3.Storage, opts Options) (*Report, error) {
+	start := time.Now()
+	if opts.Mode == "" {
+		opts.Mode = WriteSST
+	}
+	if opts.Mode != WriteSST && opts.Mode != WritePut {
+		return nil, fmt.Errorf("migrate: unknown write mode %q", opts.Mode)
+	}
+	if opts.Pool == nil {
+		opts.Pool = engine.NewPool(64 << 20)
+	}
+	if opts.SSTTargetSize <= 0 {
+		opts.SSTTargetSize = 64 << 20
+	}
+	id := opts.ID
+	if id == 0 {
+		ids, err := checkpoint.Completed(ctx, src)
+		if err != nil {
+			return nil, fmt.Errorf("migrate: list checkpoints of %s: %w", src, err)
+		}
+		if len(ids) == 0 {
+			return nil, fmt.Errorf("migrate: %s holds no completed native checkpoint", src)
+		}
+		id = ids[len(ids)-1]
+	}
+	rep := &Report{Source: src.String(), Destination: dst.String(), CheckpointID: id, DryRun: opts.DryRun, Mode: opts.Mode}
+	if _, err := src.Stat(ctx, checkpoint.MetadataKey(id)); err != nil {
+		return nil, fmt.Errorf("migrate: checkpoint %d is not complete in %s: %w", id, src, err)
+	}
+	m, err := checkpoint.ReadManifest(ctx, src, id)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	mb, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{ctx: ctx, src: src, dst: dst, opts: opts, id: id, m: m, rep: rep,
+		srcCRC: fmt.Sprintf("%08x", crc32.Checksum(mb, s3.Castagnoli))}
+	hasRecord := false
+	for _, s := range m.States {
+		switch s.Name {
+		case recordstore.BucketStateName:
+			r.bucketCF = s.Name
+			if s.Kind != engine.KindValue.String() {
+				return nil, fmt.Errorf("migrate: checkpoint %d: state %q has kind %s, want value", id, s.Name, s.Kind)
+			}
+		case recordstore.RecordStateName:
+			hasRecord = true
+		}
+	}
+	if r.bucketCF == "" {
+		return rep, fmt.Errorf("%w: checkpoint %d of %s declares no state %q", ErrNothingToMigrate, id, src, recordstore.BucketStateName)
+	}
+	r.op = &OperatorReport{States: []string{recordstore.BucketStateName + " → " + recordstore.RecordStateName},
+		Subtasks: len(m.Subtasks), Source: NewDigest(), Migrated: NewDigest()}
+	for _, s := range m.States {
+		switch s.Name {
+		case recordstore.BucketStateName:
+			if !hasRecord {
+				r.states = append(r.states, checkpoint.StateInfo{Name: recordstore.RecordStateName, Kind: engine.KindMap.String(), TTLMillis: s.TTLMillis})
+			}
+		default:
+			r.states = append(r.states, s)
+			if s.Name != recordstore.RecordStateName {
+				r.op.Untouched = append(r.op.Untouched, s.Name)
+			}
+		}
+	}
+	md, err := r.readMetadata()
+	if err != nil {
+		return nil, err
+	}
+	if len(md.Operators) != 1 {
+		return nil, fmt.Errorf("migrate: checkpoint %d of %s has %d operators, want the engine's one", id, src, len(md.Operators))
+	}
+	r.op.ID = md.Operators[0].ID.String()
+	rep.Operators = []OperatorReport{}
+	defer func() { rep.Duration = time.Since(start) }()
+
+	if !opts.DryRun {
+		if _, err := dst.Stat(ctx, checkpoint.MetadataKey(id)); err == nil {
+			// finished before: report from the journal
+			done, jerr := r.readJournal()
+			if jerr != nil || len(done) != len(m.Subtasks) {
+				return nil, fmt.Errorf("migrate: %s already holds checkpoint %d that this migration did not write", dst, id)
+			}
+			for _, e := range done {
+				r.addJournal(e)
+			}
+			rep.AlreadyComplete = true
+			rep.Resumed = len(done)
+			r.finishReport()
+			return rep, nil
+		} else if !s3.IsNotExist(err) {
+			return nil, fmt.Errorf("migrate: %s: %w", dst, err)
+		}
+	}
+	var done map[int]*journalEntry
+	if !opts.DryRun {
+		if done, err = r.readJournal(); err != nil {
+			return nil, err
+		}
+	}
+	subs := make([]checkpoint.Subtask, len(m.Subtasks))
+	uploaded := make([]int64, len(m.Subtasks))
+	for i := range m.Subtasks {
+		st := &m.Subtasks[i]
+		if e, ok := done[st.Index]; ok {
+			rep.Resumed++
+			r.addJournal(e)
+			subs[i], uploaded[i] = e.Subtask, e.Uploaded
+			continue
+		}
+		e, err := r.subtask(st)
+		if err != nil {
+			return rep, fmt.Errorf("migrate: checkpoint %d, subtask %d: %w", id, st.Index, err)
+		}
+		if opts.DryRun {
+			continue
+		}
+		r.addJournal(e)
+		subs[i], uploaded[i] = e.Subtask, e.Uploaded
+	}
+	r.finishReport()
+	if len(r.op.Mismatches) > 0 {
+		return rep, fmt.Errorf("%w: %d (side, key group) groups differ, first: %v", ErrMismatch, len(r.op.Mismatches), r.op.Mismatches[0])
+	}
+	if opts.DryRun {
+		return rep, nil
+	}
+	if err := r.publish(md, subs, uploaded); err != nil {
+		return rep, err
+	}
+	return rep, nil
+}
+
+func (r *run) finishReport() {
+	if r.opts.DryRun {
+		r.op.Migrated = nil
+	} else {
+		r.op.Mismatches = Compare(r.op.Source, r.op.Migrated)
+	}
+	r.rep.Operators = []OperatorReport{*r.op}
+}
+
+func (r *run) addJournal(e *journalEntry) {
+	r.op.Buckets += e.Buckets
+	r.op.Rows += e.Rows
+	r.op.BytesIn += e.BytesIn
+	r.op.BytesOut += e.BytesOut
+	d := decodeDigest(e.Digest)
+	// a journal entry is written only after the subtask's digests matched
+	r.op.Source.Merge(d)
+	r.op.Migrated.Merge(d)
+	r.rep.FilesWritten += e.Written
+	r.rep.FilesReferenced += e.Referenced
+	r.rep.FilesCopied += e.Copied
+	r.rep.BytesWritten += e.BWritten
+	r.rep.BytesReferenced += e.BRef
+	r.rep.BytesCopied += e.BCopied
+	for _, f := range e.Subtask.Shared {
+		if f.ColumnFamily == recordstore.RecordStateName {
+			r.op.RecordFiles++
+		}
+	}
+}
+
+func (r *run) readMetadata() (*savepoint.Metadata, error) {
+	key := checkpoint.MetadataKey(r.id)
+	rc, err := r.src.Get(r.ctx, key)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %s/%s: %w", r.src, key, err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, 256<<20))
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %s/%s: %w", r.src, key, err)
+	}
+	md, err := savepoint.ParseMetadata(b, r.src.String()+"/"+key)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	return md, nil
+}
+
+// readJournal returns the finished subtasks recorded under dst. Entries of
+// another source are an error (the destination belongs to another run).
+func (r *run) readJournal() (map[int]*journalEntry, error) {
+	objs, err := r.dst.List(r.ctx, journalPrefix(r.id))
+	if err != nil {
+		return nil, fmt.Errorf("migrate: journal in %s: %w", r.dst, err)
+	}
+	out := map[int]*journalEntry{}
+	for _, o := range objs {
+		if !strings.HasSuffix(o.Key, ".json") || o.Size > 64<<20 {
+			continue
+		}
+		rc, err := r.dst.Get(r.ctx, o.Key)
+		if err != nil {
+			return nil, fmt.Errorf("migrate: journal %s: %w", o.Key, err)
+		}
+		b, err := io.ReadAll(io.LimitReader(rc, 64<<20))
+		rc.Close()
+		if err != nil {
+			return nil, fmt.Errorf("migrate: journal %s: %w", o.Key, err)
+		}
+		var e journalEntry
+		if err := json.Unmarshal(b, &e); err != nil || e.Format != journalFormat {
+			return nil, fmt.Errorf("migrate: journal %s/%s is not a migration journal entry", r.dst, o.Key)
+		}
+		if e.Source != r.srcCRC {
+			return nil, fmt.Errorf("migrate: journal %s/%s belongs to another source checkpoint; use an empty destination", r.dst, o.Key)
+		}
+		if journalKey(r.id, e.Subtask.Index) != o.Key {
+			return nil, fmt.Errorf("migrate: journal %s/%s names subtask %d", r.dst, o.Key, e.Subtask.Index)
+		}
+		out[e.Subtask.Index] = &e
+	}
+	return out, nil
+}
+
+// backendID derives the migrated subtask's backend id from the source's,
+// so that a rerun names its objects the same way.
+func backendID(src string) string {
+	b := md5.Sum([]byte("sfstate-migrate-record:" + src))
+	b[6] = b[6]&0x0f | 0x30
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+// subtask migrates one subtask: fetch, convert, build, verify, upload,
+// journal.
+func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
+	work, err := os.MkdirTemp(r.opts.WorkDir, "sfstate-migrate-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(work)
+	srcDir := filepath.Join(work, "src")
+	if err := os.MkdirAll(srcDir, 0o755); err != nil {
+		return nil, err
+	}
+	// 1. the source subtask's files, verified (links from a local store)
+	infos := map[string]os.FileInfo{}
+	objs := append([]checkpoint.Object(nil), st.Private...)
+	for _, f := range st.Shared {
+		objs = append(objs, f.Object)
+	}
+	for _, o := range objs {
+		n, err := r.fetch(o, filepath.Join(srcDir, o.Name))
+		if err != nil {
+			return nil, err
+		}
+		r.rep.BytesRead += n
+		fi, err := os.Stat(filepath.Join(srcDir, o.Name))
+		if err != nil {
+			return nil, err
+		}
+		infos[o.Name] = fi
+	}
+	layout := engine.Layout{MaxParallelism: r.m.MaxParallelism, Range: engine.KeyGroupRange{Start: st.StartKeyGroup, End: st.EndKeyGroup}}
+	if err := layout.Validate(); err != nil {
+		return nil, err
+	}
+	// 2. read the bucket state (and records of keys an online migration
+	// already moved), convert, digest
+	rd, err := openReadOnly(srcDir)
+	if err != nil {
+		return nil, fmt.Errorf("open source RocksDB of subtask %d: %w", st.Index, err)
+	}
+	defer rd.close()
+	conv := &conversion{r: r, layout: layout, rd: rd, dir: filepath.Join(work, "sst"), src: NewDigest()}
+	if r.opts.DryRun {
+		if err := conv.run(true); err != nil {
+			return nil, err
+		}
+		r.op.Buckets += conv.buckets
+		r.op.Rows += conv.rows
+		r.op.BytesIn += conv.bytesIn
+		r.op.BytesOut += conv.bytesOut
+		r.op.Source.Merge(conv.src)
+		return nil, nil
+	}
+	if err := os.MkdirAll(conv.dir, 0o755); err != nil {
+		return nil, err
+	}
+	// 3. the output RocksDB: untouched files imported (hard links of the
+	// fetched files, so the inode tells them apart later), then the
+	// records written (SST writer + ingest, or batches)
+	impDir := filepath.Join(work, "import")
+	if err := os.MkdirAll(impDir, 0o755); err != nil {
+		return nil, err
+	}
+	var untouched []engine.SSTFile
+	for _, f := range st.Shared {
+		if f.ColumnFamily == recordstore.BucketStateName || f.ColumnFamily == recordstore.RecordStateName {
+			continue
+		}
+		if err := os.Link(filepath.Join(srcDir, f.Name), filepath.Join(impDir, f.Name)); err != nil {
+			return nil, err
+		}
+		untouched = append(untouched, engine.SSTFile{Name: f.Name, ColumnFamily: f.ColumnFamily, Level: f.Level, Size: f.Size,
+			Smallest: f.Smallest, Largest: f.Largest, SmallestSeqno: f.SmallestSeqno, LargestSeqno: f.LargestSeqno,
+			Entries: f.Entries, Deletions: f.Deletions})
+	}
+	outDir := filepath.Join(work, "out")
+	if err := engine.ImportSSTFiles(outDir, impDir, untouched); err != nil {
+		return nil, fmt.Errorf("build output RocksDB: %w", err)
+	}
+	out, err := openOut(outDir, r.states)
+	if err != nil {
+		return nil, fmt.Errorf("open output RocksDB: %w", err)
+	}
+	defer out.close()
+	conv.out = out
+	if err := conv.run(false); err != nil {
+		return nil, err
+	}
+	rd.close()
+	if err := out.finish(conv.files); err != nil {
+		return nil, err
+	}
+	snapDir := filepath.Join(work, "snap")
+	if err := out.checkpoint(snapDir); err != nil {
+		return nil, err
+	}
+	out.close()
+	dstDigest, err := digestRecordsDir(snapDir, layout.Width())
+	if err != nil {
+		return nil, fmt.Errorf("read back the migrated records: %w", err)
+	}
+	// 4. verify before anything is uploaded
+	if ms := Compare(conv.src, dstDigest); len(ms) > 0 {
+		r.op.Source.Merge(conv.src)
+		r.op.Migrated.Merge(dstDigest)
+		return nil, fmt.Errorf("%w: %d groups differ, first: %v", ErrMismatch, len(ms), ms[0])
+	}
+	// 5. upload
+	e := &journalEntry{Format: journalFormat, Source: r.srcCRC, Buckets: conv.buckets, Rows: conv.rows,
+		BytesIn: conv.bytesIn, BytesOut: conv.bytesOut, Digest: encodeDigest(conv.src)}
+	sub, err := r.upload(st, snapDir, infos, e)
+	if err != nil {
+		return nil, err
+	}
+	e.Subtask = *sub
+	jb, err := json.MarshalIndent(e, "", " ")
+	if err != nil {
+		return nil, err
+	}
+	if err := r.step(); err != nil {
+		return nil, err
+	}
+	if err := r.dst.Put(r.ctx, journalKey(r.id, st.Index), bytes.NewReader(jb), int64(len(jb))); err != nil {
+		return nil, fmt.Errorf("journal: %w", err)
+	}
+	return e, nil
+}
+
+// fetch places source object o at dst: a hard link from a local store
+// (after checking its size and CRC-32C), else a verified download. It
+// returns the bytes downloaded.
+func (r *run) fetch(o checkpoint.Object, dst string) (int64, error) {
+	if l, ok := r.src.(*s3.Local); ok {
+		p, err := localPath(l, o.Key)
+		if err != nil {
+			return 0, err
+		}
+		if err := verifyFile(p, o); err != nil {
+			return 0, fmt.Errorf("%w (%s/%s)", err, r.src, o.Key)
+		}
+		if err := os.Link(p, dst); err == nil {
+			return 0, nil
+		}
+	}
+	rc, err := r.src.Get(r.ctx, o.Key)
+	if err != nil {
+		return 0, fmt.Errorf("read %s/%s: %w", r.src, o.Key, err)
+	}
+	defer rc.Close()
+	f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	n, err := io.Copy(f, s3.VerifyingReader(io.LimitReader(rc, o.Size+1), o.Size, o.CRC))
+	if err == nil && n != o.Size {
+		err = fmt.Errorf("%d bytes, manifest says %d", n, o.Size)
+	}
+	if err != nil {
+		return n, fmt.Errorf("source object %s/%s is corrupt or unreadable: %w", r.src, o.Key, err)
+	}
+	return n, f.Close()
+}
+
+func localPath(l *s3.Local, key string) (string, error) {
+	if err := s3.ValidateKey(key); err != nil {
+		return "", err
+	}
+	return filepath.Join(l.Root(), filepath.FromSlash(key)), nil
+}
+
+// verifyFile checks a local file's size and CRC-32C against the manifest.
+func verifyFile(p string, o checkpoint.Object) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	h := crc32.New(s3.Castagnoli)
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", o.Key, err)
+	}
+	if n != o.Size || h.Sum32() != o.CRC {
+		return fmt.Errorf("%w: %s has %d bytes with CRC-32C %08x, manifest says %d bytes, %08x", checkpoint.ErrCorrupt, o.Key, n, h.Sum32(), o.Size, o.CRC)
+	}
+	return nil
+}
+
+// readDB is a read-only RocksDB opened with every column family.
+type readDB struct {
+	db   *grocksdb.DB
+	opts *grocksdb.Options
+	cfs  map[string]*grocksdb.ColumnFamilyHandle
+	all  []*grocksdb.ColumnFamilyHandle
+}
+
+func openReadOnly(dir string) (*readDB, error) {
+	opts := grocksdb.NewDefaultOptions()
+	names, err := grocksdb.ListColumnFamilies(opts, dir)
+	if err != nil {
+		opts.Destroy()
+		return nil, err
+	}
+	cfOpts := make([]*grocksdb.Options, len(names))
+	for i := range cfOpts {
+		cfOpts[i] = opts
+	}
+	db, hs, err := grocksdb.OpenDbForReadOnlyColumnFamilies(opts, dir, names, cfOpts, false)
+	if err != nil {
+		opts.Destroy()
+		return nil, err
+	}
+	r := &readDB{db: db, opts: opts, cfs: map[string]*grocksdb.ColumnFamilyHandle{}, all: hs}
+	for i, n := range names {
+		r.cfs[n] = hs[i]
+	}
+	return r, nil
+}
+
+func (r *readDB) close() {
+	if r.db == nil {
+		return
+	}
+	for _, h := range r.all {
+		h.Destroy()
+	}
+	r.db.Close()
+	r.opts.Destroy()
+	r.db = nil
+}
+
+// scan visits cf's entries in key order (checksums verified).
+func (r *readDB) scan(cf string, fn func(k, v []byte) error) error {
+	h, ok := r.cfs[cf]
+	if !ok {
+		return nil
+	}
+	ro := grocksdb.NewDefaultReadOptions()
+	defer ro.Destroy()
+	ro.SetVerifyChecksums(true)
+	ro.SetFillCache(false)
+	ro.SetReadaheadSize(2 << 20)
+	it := r.db.NewIteratorCF(ro, h)
+	defer it.Close()
+	for it.SeekToFirst(); it.Valid(); it.Next() {
+		k, v := it.Key(), it.Value()
+		err := fn(k.Data(), v.Data())
+		k.Free()
+		v.Free()
+		if err != nil {
+			return err
+		}
+	}
+	return it.Err()
+}
+
+// conversion streams one subtask's bucket entries (merged with records
+// already migrated online) into record entries.
+type conversion struct {
+	r      *run
+	layout engine.Layout
+	rd     *readDB
+	dir    string
+
+	src               *Digest
+	buckets, rows     int64
+	bytesIn, bytesOut int64
+	files             []string // SST writer output
+	sink              func(k, v []byte) error
+	writer            *grocksdb.SSTFileWriter
+	envOpts           *grocksdb.EnvOptions
+	wopts             *grocksdb.Options
+	curSize           int64
+	out               *outDB // put mode
+	batch             *grocksdb.WriteBatch
+	batchBytes        int64
+	res               *engine.Reservation
+}
+
+// run reads the subtask's records and buckets. Bucket keys and record keys
+// of one (key, side) never coexist (an online migration deletes the bucket
+// in the batch that writes its records), so merging the two sorted streams
+// by key is a plain interleave.
+func (c *conversion) run(dry bool) error {
+	width := c.layout.Width()
+	conv := Converter{Width: width}
+	rdg := &RecordDigester{D: c.src, Width: width}
+	if dry {
+		c.sink = func(k, v []byte) error { return nil }
+	} else if c.r.opts.Mode == WriteSST {
+		c.sink = c.sstPut
+		defer c.closeWriter()
+	} else {
+		c.sink = c.putBatch
+		c.batch = grocksdb.NewWriteBatch()
+		defer c.batch.Destroy()
+		res, ok := c.r.opts.Pool.Reserve(0)
+		if !ok {
+			return errors.New("pool exhausted")
+		}
+		c.res = res
+		defer res.Release()
+	}
+	// records already in the record state (mixed state): copy through
+	recs, err := c.collectRecords(rdg)
+	if err != nil {
+		return err
+	}
+	ri := 0
+	flushBefore := func(k []byte) error {
+		for ri < len(recs) && (k == nil || bytes.Compare(recs[ri][0], k) < 0) {
+			if err := c.sink(recs[ri][0], recs[ri][1]); err != nil {
+				return err
+			}
+			ri++
+		}
+		return nil
+	}
+	err = c.rd.scan(recordstore.BucketStateName, func(k, v []byte) error {
+		if err := flushBefore(k); err != nil {
+			return err
+		}
+		kg, _ := c.layout.KeyGroupOf(k)
+		if !c.layout.Range.Contains(kg) {
+			return fmt.Errorf("%w: bucket key %x of key group %d outside the subtask's range [%d, %d]", ErrCorrupt, k, kg, c.layout.Range.Start, c.layout.Range.End)
+		}
+		var g *GroupStats
+		var pc uint64
+		b, err := conv.ConvertBucket(k, v, func(b *Bucket, row *recordstore.LogicalRow, rk, rv []byte) error {
+			if g == nil {
+				g = c.src.Group(GroupID{b.Side, b.KeyGroup})
+				pc = PrefixCRC(k)
+				g.Keys++
+				g.Bytes += int64(len(b.Key))
+			}
+			c.src.AddRow(g, pc, b.Key, row)
+			c.rows++
+			c.bytesOut += int64(len(rk) + len(rv))
+			return c.sink(rk, rv)
+		})
+		if err != nil {
+			return fmt.Errorf("state %q: %w", recordstore.BucketStateName, err)
+		}
+		if want := recordstore.KeyGroupOf(b.Key, c.layout.MaxParallelism); want != b.KeyGroup {
+			return fmt.Errorf("%w: bucket key %x stored in key group %d, its join key hashes to %d", ErrCorrupt, k, b.KeyGroup, want)
+		}
+		c.buckets++
+		c.bytesIn += int64(len(k) + len(v))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if err := flushBefore(nil); err != nil {
+		return err
+	}
+	if c.batch != nil {
+		return c.commitBatch()
+	}
+	return nil
+}
+
+// collectRecords reads records an online migration already wrote. They
+// are few by construction (a job restored from a bucket checkpoint
+// migrates lazily), but the pool bounds them anyway.
+func (c *conversion) collectRecords(rdg *RecordDigester) ([][2][]byte, error) {
+	var out [][2][]byte
+	res, ok := c.r.opts.Pool.Reserve(0)
+	if !ok {
+		return nil, errors.New("pool exhausted")
+	}
+	defer res.Release()
+	err := c.rd.scan(recordstore.RecordStateName, func(k, v []byte) error {
+		if !res.Grow(int64(len(k) + len(v) + 64)) {
+			return fmt.Errorf("records already in the record state exceed the memory pool (%d bytes)", c.r.opts.Pool.Capacity())
+		}
+		if err := rdg.Add(k, v); err != nil {
+			return err
+		}
+		c.rows++
+		c.bytesOut += int64(len(k) + len(v))
+		out = append(out, [2][]byte{append([]byte(nil), k...), append([]byte(nil), v...)})
+		return nil
+	})
+	return out, err
+}
+
+func (c *conversion) sstPut(k, v []byte) error {
+	if c.writer == nil || c.curSize >= c.r.opts.SSTTargetSize {
+		if err := c.closeWriter(); err != nil {
+			return err
+		}
+		if c.envOpts == nil {
+			c.envOpts = grocksdb.NewDefaultEnvOptions()
+			c.wopts = grocksdb.NewDefaultOptions()
+			c.wopts.SetCompression(grocksdb.SnappyCompression)
+		}
+		c.writer = grocksdb.NewSSTFileWriter(c.envOpts, c.wopts)
+		p := filepath.Join(c.dir, fmt.Sprintf("records-%06d.sst", len(c.files)))
+		if err := c.writer.Open(p); err != nil {
+			return fmt.Errorf("SST writer %s: %w", p, err)
+		}
+		c.files = append(c.files, p)
+		c.curSize = 0
+	}
+	c.curSize += int64(len(k) + len(v))
+	return c.writer.Put(k, v)
+}
+
+func (c *conversion) closeWriter() error {
+	if c.writer == nil {
+		if c.envOpts != nil {
+			c.envOpts.Destroy()
+			c.wopts.Destroy()
+			c.envOpts, c.wopts = nil, nil
+		}
+		return nil
+	}
+	err := c.writer.Finish()
+	c.writer.Destroy()
+	c.writer = nil
+	return err
+}
+
+// putBatch writes through write batches into the output DB, committing
+// when the pool refuses more buffered bytes or the batch reaches 4 MiB.
+func (c *conversion) putBatch(k, v []byte) error {
+	n := int64(len(k) + len(v) + 32)
+	if c.batchBytes > 0 && (c.batchBytes+n > 4<<20 || !c.res.Grow(n)) {
+		if err := c.commitBatch(); err != nil {
+			return err
+		}
+		c.res.Grow(n) // may fail: one record always proceeds
+	} else if c.batchBytes == 0 {
+		c.res.Grow(n)
+	}
+	c.batch.PutCF(c.out.cf, k, v)
+	c.batchBytes += n
+	return nil
+}
+
+func (c *conversion) commitBatch() error {
+	if c.batchBytes == 0 {
+		return nil
+	}
+	if err := c.out.db.Write(c.out.wo, c.batch); err != nil {
+		return fmt.Errorf("write records: %w", err)
+	}
+	c.batch.Clear()
+	c.res.Shrink(c.res.Size())
+	c.batchBytes = 0
+	return nil
+}
+
+// outDB is the output RocksDB of one subtask, open for writing with
+// automatic compactions off (imported files must stay as they are).
+type outDB struct {
+	db   *grocksdb.DB
+	opts *grocksdb.Options
+	hs   []*grocksdb.ColumnFamilyHandle
+	cf   *grocksdb.ColumnFamilyHandle // record state
+	wo   *grocksdb.WriteOptions
+}
+
+func openOut(dir string, states []checkpoint.StateInfo) (*outDB, error) {
+	opts := grocksdb.NewDefaultOptions()
+	opts.SetCreateIfMissing(true)
+	opts.SetCreateIfMissingColumnFamilies(true)
+	opts.SetDisableAutoCompactions(true)
+	opts.SetCompression(grocksdb.SnappyCompression)
+	opts.SetWriteBufferSize(64 << 20)
+	names, err := grocksdb.ListColumnFamilies(opts, dir)
+	if err != nil {
+		opts.Destroy()
+		return nil, err
+	}
+	have := map[string]bool{}
+	for _, n := range names {
+		have[n] = true
+	}
+	for _, s := range states {
+		if !have[s.Name] {
+			names = append(names, s.Name)
+		}
+	}
+	cfOpts := make([]*grocksdb.Options, len(names))
+	for i := range cfOpts {
+		cfOpts[i] = opts
+	}
+	db, hs, err := grocksdb.OpenDbColumnFamilies(opts, dir, names, cfOpts)
+	if err != nil {
+		opts.Destroy()
+		return nil, err
+	}
+	o := &outDB{db: db, opts: opts, hs: hs, wo: grocksdb.NewDefaultWriteOptions()}
+	o.wo.DisableWAL(true)
+	for i, n := range names {
+		if n == recordstore.RecordStateName {
+			o.cf = hs[i]
+		}
+	}
+	return o, nil
+}
+
+// finish ingests the SST writer's files (moved, not copied) or flushes the
+// records put through batches.
+func (o *outDB) finish(files []string) error {
+	if len(files) > 0 {
+		io := grocksdb.NewDefaultIngestExternalFileOptions()
+		defer io.Destroy()
+		io.SetMoveFiles(true)
+		if err := o.db.IngestExternalFileCF(o.cf, files, io); err != nil {
+			return fmt.Errorf("ingest migrated records: %w", err)
+		}
+		return nil
+	}
+	fo := grocksdb.NewDefaultFlushOptions()
+	defer fo.Destroy()
+	fo.SetWait(true)
+	if err := o.db.FlushCF(o.cf, fo); err != nil {
+		return fmt.Errorf("flush migrated records: %w", err)
+	}
+	return nil
+}
+
+func (o *outDB) checkpoint(dir string) error {
+	cp, err := o.db.NewCheckpoint()
+	if err != nil {
+		return err
+	}
+	defer cp.Destroy()
+	return cp.CreateCheckpoint(dir, 0)
+}
+
+func (o *outDB) close() {
+	if o.db == nil {
+		return
+	}
+	for _, h := range o.hs {
+		h.Destroy()
+	}
+	o.db.Close()
+	o.opts.Destroy()
+	o.wo.Destroy()
+	o.db = nil
+}
+
+// digestRecordsDir digests the record state of a RocksDB directory.
+func digestRecordsDir(dir string, width int) (*Digest, error) {
+	rd, err := openReadOnly(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.close()
+	dg := &RecordDigester{D: NewDigest(), Width: width}
+	err = rd.scan(recordstore.RecordStateName, dg.Add)
+	return dg.D, err
+}
+
+func keyGroupOfKey(key []byte, width int, low bool) int {
+	if len(key) < width {
+		if low {
+			return 0
+		}
+		return 1<<(8*width) - 1
+	}
+	if width == 1 {
+		return int(key[0])
+	}
+	return int(key[0])<<8 | int(key[1])
+}
+
+// upload publishes the subtask's output directory: new SST files and the
+// private files are written; SST files that are hard links of source files
+// keep the source's object key and are carried over by reference.
+func (r *run) upload(st *checkpoint.Subtask, dir string, infos map[string]os.FileInfo, e *journalEntry) (*checkpoint.Subtask, error) {
+	files, err := engine.ListSSTFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	width := engine.PrefixWidth(r.m.MaxParallelism)
+	bid := backendID(st.BackendID)
+	sub := &checkpoint.Subtask{Index: st.Index, BackendID: bid, StartKeyGroup: st.StartKeyGroup, EndKeyGroup: st.EndKeyGroup}
+	isSST := map[string]bool{}
+	for _, f := range files {
+		isSST[f.Name] = true
+		fi, err := os.Stat(filepath.Join(dir, f.Name))
+		if err != nil {
+			return nil, err
+		}
+		ent := checkpoint.SSTEntry{ColumnFamily: f.ColumnFamily, Level: f.Level, Smallest: f.Smallest, Largest: f.Largest,
+			FirstKeyGroup: keyGroupOfKey(f.Smallest, width, true), LastKeyGroup: keyGroupOfKey(f.Largest, width, false),
+			SmallestSeqno: f.SmallestSeqno, LargestSeqno: f.LargestSeqno, Entries: f.Entries, Deletions: f.Deletions}
+		var srcObj *checkpoint.Object
+		for i := range st.Shared {
+			if si := infos[st.Shared[i].Name]; si != nil && os.SameFile(si, fi) {
+				srcObj = &st.Shared[i].Object
+				break
+			}
+		}
+		if srcObj != nil {
+			if err := r.step(); err != nil {
+				return nil, err
+			}
+			linked, err := r.reference(srcObj.Key, srcObj)
+			if err != nil {
+				return nil, fmt.Errorf("carry over %s: %w", srcObj.Key, err)
+			}
+			ent.Object = checkpoint.Object{Name: f.Name, Key: srcObj.Key, Size: srcObj.Size, CRC: srcObj.CRC}
+			if linked {
+				e.Referenced++
+				e.BRef += srcObj.Size
+			} else {
+				e.Copied++
+				e.BCopied += srcObj.Size
+			}
+		} else {
+			key := checkpoint.SharedPrefix + bid + "-" + f.Name
+			w, err := r.putFile(key, filepath.Join(dir, f.Name))
+			if err != nil {
+				return nil, err
+			}
+			ent.Object = checkpoint.Object{Name: f.Name, Key: key, Size: w.Size, CRC: w.CRC}
+			ent.Uploaded = true
+			e.Written++
+			e.BWritten += w.Size
+			e.Uploaded += w.Size
+		}
+		sub.Shared = append(sub.Shared, ent)
+	}
+	des, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range des {
+		if d.IsDir() || isSST[d.Name()] || !d.Type().IsRegular() {
+			continue
+		}
+		key := fmt.Sprintf("%s/task-%d/%s", checkpoint.Dir(r.id), st.Index, d.Name())
+		w, err := r.putFile(key, filepath.Join(dir, d.Name()))
+		if err != nil {
+			return nil, err
+		}
+		sub.Private = append(sub.Private, checkpoint.Object{Name: d.Name(), Key: key, Size: w.Size, CRC: w.CRC})
+		e.Written++
+		e.BWritten += w.Size
+		e.Uploaded += w.Size
+	}
+	sort.Slice(sub.Private, func(i, j int) bool { return sub.Private[i].Name < sub.Private[j].Name })
+	return sub, nil
+}
+
+func (r *run) putFile(key, file string) (s3.Written, error) {
+	if err := r.step(); err != nil {
+		return s3.Written{}, err
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return s3.Written{}, err
+	}
+	defer f.Close()
+	h := crc32.New(s3.Castagnoli)
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return s3.Written{}, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return s3.Written{}, err
+	}
+	if err := r.dst.Put(r.ctx, key, f, n); err != nil {
+		return s3.Written{}, fmt.Errorf("upload %s to %s: %w", filepath.Base(file), r.dst, err)
+	}
+	return s3.Written{Key: key, Size: n, CRC: h.Sum32()}, nil
+}
+
+// reference carries source object key over to the destination under the
+// same key: the caller's copier, a hard link between local stores, or a
+// verified streamed copy. linked is false for a streamed copy.
+func (r *run) reference(key string, o *checkpoint.Object) (linked bool, err error) {
+	if r.opts.CopyReferenced != nil {
+		return r.opts.CopyReferenced(r.ctx, key)
+	}
+	sl, ok1 := r.src.(*s3.Local)
+	dl, ok2 := r.dst.(*s3.Local)
+	if ok1 && ok2 {
+		sp, err := localPath(sl, key)
+		if err != nil {
+			return false, err
+		}
+		dp, err := localPath(dl, key)
+		if err != nil {
+			return false, err
+		}
+		if err := os.MkdirAll(filepath.Dir(dp), 0o755); err != nil {
+			return false, err
+		}
+		if a, err1 := os.Stat(sp); err1 == nil {
+			if b, err2 := os.Stat(dp); err2 == nil && os.SameFile(a, b) {
+				return true, nil
+			}
+		}
+		os.Remove(dp)
+		if err := os.Link(sp, dp); err == nil {
+			return true, nil
+		}
+	}
+	if info, err := r.dst.Stat(r.ctx, key); err == nil && info.Size == o.Size {
+		// a previous run copied it; the manifest records its CRC, which
+		// restores verify
+		return false, nil
+	}
+	rc, err := r.src.Get(r.ctx, key)
+	if err != nil {
+		return false, err
+	}
+	defer rc.Close()
+	if err := r.dst.Put(r.ctx, key, s3.VerifyingReader(io.LimitReader(rc, o.Size+1), o.Size, o.CRC), o.Size); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
+// publish writes the manifest, then `_metadata` (PutIfAbsent, after every
+// object was confirmed).
+func (r *run) publish(md *savepoint.Metadata, subs []checkpoint.Subtask, uploaded []int64) error {
+	m := &checkpoint.Manifest{Format: checkpoint.ManifestFormat, Version: checkpoint.ManifestVersion, CheckpointID: r.id,
+		MaxParallelism: r.m.MaxParallelism, States: r.states, Subtasks: subs}
+	var written []s3.Written
+	for _, s := range subs {
+		for _, f := range s.Shared {
+			written = append(written, s3.Written{Key: f.Key, Size: f.Size, CRC: f.CRC})
+			if f.Uploaded {
+				m.BytesUploaded += f.Size
+			} else {
+				m.BytesReferenced += f.Size
+			}
+		}
+		for _, f := range s.Private {
+			written = append(written, s3.Written{Key: f.Key, Size: f.Size, CRC: f.CRC})
+			m.BytesUploaded += f.Size
+		}
+	}
+	meta, err := r.metaStream()
+	if err != nil {
+		return err
+	}
+	op := md.Operators[0]
+	root := storeURI(r.dst.String())
+	dir := checkpoint.Dir(r.id) + "/"
+	bySub := map[int]*checkpoint.Subtask{}
+	for i := range subs {
+		bySub[subs[i].Index] = &subs[i]
+	}
+	for i, ss := range op.Subtasks {
+		h, ok := ss.ManagedKeyed.(*savepoint.IncrementalHandle)
+		if !ok {
+			return fmt.Errorf("migrate: checkpoint %d: subtask %d has no native keyed handle", r.id, ss.Index)
+		}
+		s := bySub[ss.Index]
+		if s == nil {
+			return fmt.Errorf("migrate: checkpoint %d: `_metadata` subtask %d is not in the manifest", r.id, ss.Index)
+		}
+		nh := *h
+		nh.BackendID = s.BackendID
+		nh.CheckpointedSize = uploaded[i]
+		nh.Meta = &savepoint.StreamHandle{Tag: savepoint.TagByteStream, Name: root + "/" + dir + fmt.Sprintf("task-%d/_meta", s.Index), Data: meta}
+		nh.Shared, nh.Private = nil, nil
+		for _, f := range s.Shared {
+			nh.Shared = append(nh.Shared, savepoint.NamedStream{Name: f.Name,
+				Handle: &savepoint.StreamHandle{Tag: savepoint.TagFile, Path: root + "/" + f.Key, Size: f.Size}})
+		}
+		for _, f := range s.Private {
+			nh.Private = append(nh.Private, savepoint.NamedStream{Name: f.Name,
+				Handle: &savepoint.StreamHandle{Tag: savepoint.TagRelativeFile, Path: strings.TrimPrefix(f.Key, dir), Size: f.Size}})
+		}
+		ss.ManagedKeyed = &nh
+	}
+	mdBytes, err := savepoint.EncodeMetadata(md)
+	if err != nil {
+		return fmt.Errorf("migrate: encode `_metadata`: %w", err)
+	}
+	mb, err := json.MarshalIndent(m, "", " ")
+	if err != nil {
+		return err
+	}
+	if err := r.step(); err != nil {
+		return err
+	}
+	if err := r.dst.Put(r.ctx, checkpoint.ManifestKey(r.id), bytes.NewReader(mb), int64(len(mb))); err != nil {
+		return fmt.Errorf("migrate: manifest: %w", err)
+	}
+	written = append(written, s3.Written{Key: checkpoint.ManifestKey(r.id), Size: int64(len(mb))})
+	if err := r.step(); err != nil {
+		return err
+	}
+	if err := s3.CommitMetadata(r.ctx, r.dst, written, checkpoint.MetadataKey(r.id), mdBytes); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// metaStream is the meta-state header listing the output states with byte
+// array serializers (as native checkpoints write by default).
+func (r *run) metaStream() ([]byte, error) {
+	h := flinkwrite.Header{KeySerializer: flinkwrite.BytesSnapshot}
+	for _, s := range r.states {
+		k := engine.KindValue
+		for kk := engine.KindValue; kk <= engine.KindPriorityQueue; kk++ {
+			if kk.String() == s.Kind {
+				k = kk
+			}
+		}
+		mi, err := checkpoint.ByteArrayStateMeta(engine.StateDesc{Name: s.Name, Kind: k, TTL: time.Duration(s.TTLMillis) * time.Millisecond})
+		if err != nil {
+			return nil, err
+		}
+		h.States = append(h.States, mi)
+	}
+	return flinkwrite.AppendHeader(nil, h)
+}
+
+func storeURI(s string) string {
+	s = strings.TrimSuffix(s, "/")
+	if strings.Contains(s, "://") || strings.HasPrefix(s, "mem:") {
+		return s
+	}
+	return "file:" + s
+}
