@@ -1,0 +1,362 @@
+package rescale
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/internal/testutil"
+	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/rescale"
+	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/savepoint"
+)
+
+// BenchConfig sizes the remote rescale benchmark.
+type BenchConfig struct {
+	Keys, ValueSize int
+	MaxParallelism  int
+	// From and To: the first rescale goes From→To, the second To→From.
+	From, To int
+	// Latency and Jitter are added each way by the proxy; BandwidthKBps
+	// caps every proxied connection during restores (0 = no cap).
+	Latency, Jitter time.Duration
+	BandwidthKBps   int64
+	// Parallel ranged reads per restoring subtask.
+	Parallel int
+	TempDir  string
+	Log      func(format string, args ...any) `json:"-"`
+}
+
+// DefaultBenchConfig is 524,288 keys × 8 KiB (4 GiB) at parallelism 2
+// scaled by scale; quick uses a small state with the same proxy settings.
+func DefaultBenchConfig(quick bool, scale float64) BenchConfig {
+	c := BenchConfig{Keys: 524288, ValueSize: 8 << 10, MaxParallelism: 128, From: 2, To: 3,
+		Latency: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, BandwidthKBps: 1_000_000_000 / 8 / 1000, Parallel: 8}
+	if quick {
+		c.Keys = 8192
+	}
+	if scale > 0 {
+		c.Keys = max(1024, int(float64(c.Keys)*scale))
+	}
+	return c
+}
+
+// BenchRow is one rescale direction.
+type BenchRow struct {
+	Direction string `json:"direction"`
+	// Bytes through the proxy during the restores.
+	BaselineBytes int64 `json:"baseline_bytes"`
+	SfstateBytes  int64 `json:"sfstate_bytes"`
+	// Seconds until every new subtask is ready (restored and open).
+	BaselineReadyS float64 `json:"baseline_ready_s"`
+	SfstateReadyS  float64 `json:"sfstate_ready_s"`
+	// Seconds until all of the subtasks' state is local. The engine's
+	// restore is eager, so this equals ready.
+	SfstateAllLocalS float64 `json:"sfstate_all_local_s"`
+	// LimitS: the largest new subtask's share of the state over the
+	// bandwidth cap.
+	LimitS float64 `json:"limit_s"`
+	// Extra detail.
+	StateBytes     int64   `json:"state_bytes"`
+	PlannedBytes   int64   `json:"planned_bytes"`
+	BoundaryBytes  int64   `json:"boundary_bytes"`
+	RescaleSeconds float64 `json:"rescale_s"`
+	MetadataBytes  int64   `json:"rescale_bytes_written"`
+	ImportedSubset int     `json:"subtasks_from_subset"`
+	KeysCopied     int64   `json:"keys_copied"`
+}
+
+// BenchReport is the benchmark's result.
+type BenchReport struct {
+	Config BenchConfig `json:"config"`
+	Rows   []BenchRow  `json:"rows"`
+	Note   string      `json:"note"`
+}
+
+// RunBench checkpoints an engine state at cfg.From to versitygw behind
+// Toxiproxy, rescales it by reference to cfg.To and restores every new
+// subtask twice — Flink's way (every overlapping handle whole, then clip)
+// and from the plan (overlapping SST files only) — then checkpoints the
+// restored subtasks and does the same back to cfg.From.
+func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
+	logf := cfg.Log
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+	if cfg.Keys < 1 || cfg.ValueSize < 1 || cfg.From < 1 || cfg.To < 1 || keygroups.CheckParallelism(cfg.MaxParallelism, max(cfg.From, cfg.To)) != nil {
+		return nil, fmt.Errorf("rescale bench: invalid config %+v", cfg)
+	}
+	scratch, err := os.MkdirTemp(cfg.TempDir, "sfstate-bench-rescale-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(scratch)
+	srv, err := testutil.LaunchVersitygw(ctx, filepath.Join(scratch, "s3"))
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Close()
+	if err := os.MkdirAll(filepath.Join(scratch, "toxiproxy"), 0o755); err != nil {
+		return nil, err
+	}
+	tp, err := testutil.LaunchToxiproxy(ctx, filepath.Join(scratch, "toxiproxy"))
+	if err != nil {
+		return nil, err
+	}
+	defer tp.Close()
+	px, err := tp.CreateProxy(ctx, "s3", trimScheme(srv.Endpoint))
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range []testutil.Toxic{
+		testutil.Latency("latency-down", "downstream", cfg.Latency, cfg.Jitter),
+		testutil.Latency("latency-up", "upstream", cfg.Latency, cfg.Jitter),
+	} {
+		if err := px.AddToxic(ctx, t); err != nil {
+			return nil, err
+		}
+	}
+	var counters s3.Counters
+	open := func(prefix string) (s3.Storage, error) {
+		raw, err := s3.NewS3(ctx, srv.Bucket, prefix, srv.Options(px.URL(), s3.S3Options{}))
+		if err != nil {
+			return nil, err
+		}
+		return s3.WithRetry(s3.WithCounters(raw, &counters), s3.RetryPolicy{}), nil
+	}
+	rep := &BenchReport{Config: cfg, Note: "toxiproxy applies the bandwidth cap per connection; the limit assumes one capped link per restoring subtask"}
+	cfg.Log = nil
+
+	// The first checkpoint at From.
+	src, err := open("from")
+	if err != nil {
+		return nil, err
+	}
+	logf("writing %d keys × %d bytes at parallelism %d, checkpointing through the proxy", cfg.Keys, cfg.ValueSize, cfg.From)
+	f := fill{maxP: cfg.MaxParallelism, p: cfg.From, keys: cfg.Keys, value: cfg.ValueSize, kgFiles: true, parallel: cfg.Parallel}
+	if _, err := checkpointed(ctx, f, filepath.Join(scratch, "db-from"), src, nil); err != nil {
+		return nil, err
+	}
+	row, restored, err := benchDirection(ctx, cfg, logf, px, &counters, src, "from", cfg.From, cfg.To, filepath.Join(scratch, "to"), true)
+	if err != nil {
+		return nil, err
+	}
+	rep.Rows = append(rep.Rows, *row)
+
+	// Checkpoint the restored subtasks at To and go back.
+	back, err := open("to")
+	if err != nil {
+		closeAll(restored)
+		return nil, err
+	}
+	logf("checkpointing the %d restored subtasks", len(restored))
+	cp := checkpoint.New(back, checkpoint.Options{Parallel: cfg.Parallel, LocalDir: filepath.Join(scratch, "to")})
+	p, err := cp.Take(ctx, restored, 1)
+	if err == nil {
+		_, err = p.Wait(ctx)
+	}
+	closeAll(restored)
+	if err != nil {
+		return nil, err
+	}
+	row, restored, err = benchDirection(ctx, cfg, logf, px, &counters, back, "to", cfg.To, cfg.From, filepath.Join(scratch, "back"), false)
+	closeAll(restored)
+	if err != nil {
+		return nil, err
+	}
+	rep.Rows = append(rep.Rows, *row)
+	return rep, nil
+}
+
+func closeAll(bs []engine.Backend) {
+	for _, b := range bs {
+		if b != nil {
+			b.Close()
+		}
+	}
+}
+
+func trimScheme(u string) string {
+	for _, p := range []string{"http://", "https://"} {
+		if len(u) > len(p) && u[:len(p)] == p {
+			return u[len(p):]
+		}
+	}
+	return u
+}
+
+// benchDirection rescales checkpoint 1 of st (at oldP) to newP and restores
+// it both ways. With keep, the backends restored from the plan are returned
+// open.
+func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...any), px *testutil.Proxy, counters *s3.Counters, st s3.Storage, prefix string, oldP, newP int, dir string, keep bool) (*BenchRow, []engine.Backend, error) {
+	row := &BenchRow{Direction: fmt.Sprintf("%d→%d", oldP, newP)}
+	sp, err := savepoint.Open(ctx, st, checkpoint.MetadataKey(1))
+	if err != nil {
+		return nil, nil, err
+	}
+	plan, err := rescaleTo(ctx, sp, st, prefix, newP, row)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range plan.Subtasks {
+		row.PlannedBytes += s.NeededBytes
+		row.BoundaryBytes += s.BoundaryBytes
+	}
+	m, err := checkpoint.ReadManifest(ctx, st, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, s := range m.Subtasks {
+		for _, f := range s.Shared {
+			row.StateBytes += f.Size
+		}
+	}
+	share := int64(0)
+	for _, r := range keygroups.Ranges(cfg.MaxParallelism, newP) {
+		share = max(share, row.StateBytes*int64(r.Len())/int64(cfg.MaxParallelism))
+	}
+	if cfg.BandwidthKBps > 0 {
+		row.LimitS = float64(share) / float64(cfg.BandwidthKBps*1000)
+	}
+	capOn := func() error {
+		if cfg.BandwidthKBps <= 0 {
+			return nil
+		}
+		return px.AddToxic(ctx, testutil.Bandwidth("cap", "downstream", cfg.BandwidthKBps))
+	}
+	capOff := func() error {
+		if cfg.BandwidthKBps <= 0 {
+			return nil
+		}
+		return px.RemoveToxic(ctx, "cap")
+	}
+	run := func(whole bool, sub string) (time.Duration, int64, []engine.Backend, []*Stats, error) {
+		if err := capOn(); err != nil {
+			return 0, 0, nil, nil, err
+		}
+		defer capOff()
+		before := counters.BytesRead()
+		bs := make([]engine.Backend, newP)
+		sts := make([]*Stats, newP)
+		var mu sync.Mutex
+		start := time.Now()
+		g, gctx := errgroup.WithContext(ctx)
+		for i := 0; i < newP; i++ {
+			g.Go(func() error {
+				b, s, err := Restore(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), whole, checkpoint.RestoreOptions{Parallel: cfg.Parallel, KeyGroupFiles: true})
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				bs[i], sts[i] = b, s
+				mu.Unlock()
+				return nil
+			})
+		}
+		err := g.Wait()
+		d := time.Since(start)
+		if err != nil {
+			closeAll(bs)
+			return 0, 0, nil, nil, err
+		}
+		return d, counters.BytesRead() - before, bs, sts, nil
+	}
+	logf("%s: baseline restore (every overlapping handle)", row.Direction)
+	d, n, bs, _, err := run(true, "baseline")
+	if err != nil {
+		return nil, nil, err
+	}
+	closeAll(bs)
+	os.RemoveAll(filepath.Join(dir, "baseline"))
+	row.BaselineReadyS, row.BaselineBytes = d.Seconds(), n
+	logf("%s: restore from the plan (overlapping SST files)", row.Direction)
+	d, n, bs, sts, err := run(false, "sfstate")
+	if err != nil {
+		return nil, nil, err
+	}
+	row.SfstateReadyS, row.SfstateAllLocalS, row.SfstateBytes = d.Seconds(), d.Seconds(), n
+	for _, s := range sts {
+		row.ImportedSubset += s.Imported
+		row.KeysCopied += s.KeysCopied
+	}
+	if !keep {
+		closeAll(bs)
+		return row, nil, nil
+	}
+	return row, bs, nil
+}
+
+// rescaleTo runs the by-reference rescale of sp into <prefix>-rescaled-<n>/
+// of the same store and returns its plan.
+func rescaleTo(ctx context.Context, sp *savepoint.Savepoint, st s3.Storage, prefix string, newP int, row *BenchRow) (*rescale.NativePlan, error) {
+	dst := &prefixed{Storage: st, prefix: fmt.Sprintf("rescaled-%d/", newP)}
+	start := time.Now()
+	res, err := rescale.Run(ctx, rescale.Request{Src: sp, SrcURI: st.String(), Dst: dst, Options: rescale.Options{Parallelism: newP}})
+	if err != nil {
+		return nil, err
+	}
+	row.RescaleSeconds = time.Since(start).Seconds()
+	row.MetadataBytes = res.BytesWritten
+	if res.Native == nil {
+		return nil, fmt.Errorf("rescale bench: no native plan for %s", prefix)
+	}
+	return res.Native, nil
+}
+
+// prefixed is a store whose keys live under prefix of another store.
+type prefixed struct {
+	s3.Storage
+	prefix string
+}
+
+func (p *prefixed) Get(ctx context.Context, key string) (io.ReadCloser, error) {
+	return p.Storage.Get(ctx, p.prefix+key)
+}
+
+func (p *prefixed) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
+	return p.Storage.GetRange(ctx, p.prefix+key, off, n)
+}
+
+func (p *prefixed) Stat(ctx context.Context, key string) (s3.ObjectInfo, error) {
+	info, err := p.Storage.Stat(ctx, p.prefix+key)
+	info.Key = strings.TrimPrefix(info.Key, p.prefix)
+	return info, err
+}
+
+func (p *prefixed) List(ctx context.Context, prefix string) ([]s3.ObjectInfo, error) {
+	out, err := p.Storage.List(ctx, p.prefix+prefix)
+	for i := range out {
+		out[i].Key = strings.TrimPrefix(out[i].Key, p.prefix)
+	}
+	return out, err
+}
+
+func (p *prefixed) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	return p.Storage.Put(ctx, p.prefix+key, r, size)
+}
+
+func (p *prefixed) PutIfAbsent(ctx context.Context, key string, r io.Reader, size int64) error {
+	return p.Storage.PutIfAbsent(ctx, p.prefix+key, r, size)
+}
+
+func (p *prefixed) Delete(ctx context.Context, key string) error {
+	return p.Storage.Delete(ctx, p.prefix+key)
+}
+
+func (p *prefixed) Copy(ctx context.Context, src, dst string) error {
+	return p.Storage.Copy(ctx, p.prefix+src, p.prefix+dst)
+}
+
+func (p *prefixed) String() string {
+	return strings.TrimSuffix(p.Storage.String(), "/") + "/" + strings.TrimSuffix(p.prefix, "/")
+}
