@@ -14,7 +14,10 @@ package engine
 //	namespace       TypeVoid        empty                          one 0x00 byte (VoidNamespace)
 //	namespace       TypeLong        8 B big-endian (window end)    same
 //	namespace       TypeTimeWindow  i64 start, i64 end, big-endian same
+//	namespace       TypeGlobalWindow empty                         one 0x00 byte
 //	value           TypeRow         rowcodec compact row           i32 size + BinaryRowData
+//	list element    TypeRow         rowcodec row without the       i32 size + BinaryRowData
+//	                                8-byte timestamp prefix
 //	map user key    TypeRow         BinaryRowData                  i32 size + BinaryRowData
 //	value, user key primitives      as for keys                    as for keys
 //	queue element   TypeRaw         Flink's element bytes          same (e.g. TimerSerializer)
@@ -33,8 +36,11 @@ package engine
 //
 // A TTL state's last-access timestamp (the 8-byte prefix of every stored
 // value) travels as the last-access field of Flink's TtlValue: Flink wraps
-// the value serializer (for maps: the user-value serializer) in a
-// TtlSerializer, whose snapshot FlinkMeta produces.
+// the value serializer (for maps: the user-value serializer, for lists:
+// the element serializer) in a TtlSerializer, whose snapshot FlinkMeta
+// produces. Engine lists (uvarint-length-prefixed elements) carry one
+// timestamp for the whole list; Flink's lists (elements separated by ',')
+// one per element, all equal when written from the engine.
 
 import (
 	"errors"
@@ -52,13 +58,14 @@ type TypeKind uint8
 
 // Type kinds. The table in the file comment gives their byte forms.
 const (
-	TypeVoid       TypeKind = iota + 1 // VoidNamespace (namespaces only)
-	TypeLong                           // java.lang.Long (LongSerializer)
-	TypeInt                            // java.lang.Integer (IntSerializer)
-	TypeString                         // java.lang.String (StringSerializer)
-	TypeTimeWindow                     // TimeWindow (namespaces only)
-	TypeRow                            // SQL row (RowDataSerializer)
-	TypeRaw                            // bytes of a Flink serializer kept as they are; needs Snapshot
+	TypeVoid         TypeKind = iota + 1 // VoidNamespace (namespaces only)
+	TypeLong                             // java.lang.Long (LongSerializer)
+	TypeInt                              // java.lang.Integer (IntSerializer)
+	TypeString                           // java.lang.String (StringSerializer)
+	TypeTimeWindow                       // TimeWindow (namespaces only)
+	TypeRow                              // SQL row (RowDataSerializer)
+	TypeRaw                              // bytes of a Flink serializer kept as they are; needs Snapshot
+	TypeGlobalWindow                     // GlobalWindow (namespaces only)
 )
 
 func (k TypeKind) String() string {
@@ -77,6 +84,8 @@ func (k TypeKind) String() string {
 		return "row"
 	case TypeRaw:
 		return "raw"
+	case TypeGlobalWindow:
+		return "global-window"
 	}
 	return fmt.Sprintf("type(%d)", uint8(k))
 }
@@ -269,6 +278,8 @@ func (t Type) FlinkSnapshot() (flinkwrite.Snapshot, error) {
 		s = flinkwrite.StringSnapshot
 	case TypeTimeWindow:
 		s = flinkwrite.TimeWindowSnapshot
+	case TypeGlobalWindow:
+		s = flinkwrite.GlobalWindowSnapshot
 	case TypeRow:
 		types := make([]flinkwrite.LogicalType, len(t.Fields))
 		for i, ft := range t.Fields {
@@ -285,7 +296,7 @@ func (t Type) FlinkSnapshot() (flinkwrite.Snapshot, error) {
 		return nil, fmt.Errorf("engine: invalid type kind %d", t.Kind)
 	}
 	if t.Tuple != "" {
-		if t.Kind == TypeRow || t.Kind == TypeVoid {
+		if t.Kind == TypeRow || t.Kind == TypeVoid || t.Kind == TypeTimeWindow || t.Kind == TypeGlobalWindow {
 			return nil, fmt.Errorf("engine: a %s cannot be wrapped in %s", t.Kind, t.Tuple)
 		}
 		ts, err := flinkwrite.TupleSnapshot(t.Tuple, s)
@@ -300,7 +311,7 @@ func (t Type) FlinkSnapshot() (flinkwrite.Snapshot, error) {
 // Validate checks that the type is complete.
 func (t Type) Validate() error {
 	switch t.Kind {
-	case TypeVoid, TypeLong, TypeInt, TypeString, TypeTimeWindow:
+	case TypeVoid, TypeLong, TypeInt, TypeString, TypeTimeWindow, TypeGlobalWindow:
 	case TypeRow:
 		for i, ft := range t.Fields {
 			if err := ft.Validate(); err != nil {
@@ -327,9 +338,9 @@ type StateSchema struct {
 	// Namespace is VoidType for plain keyed state, LongType for window-end
 	// namespaces, TimeWindowType for windows.
 	Namespace Type
-	// Value is the value of a value state, the user value of a map state
-	// and the element of a priority queue (TypeRaw). Multisets have no
-	// Value (their count is Flink's Integer).
+	// Value is the value of a value state, the element of a list state,
+	// the user value of a map state and the element of a priority queue
+	// (TypeRaw). Multisets have no Value (their count is Flink's Integer).
 	Value Type
 	// UserKey is the user key of a map state and the element of a multiset.
 	UserKey Type
@@ -364,9 +375,9 @@ func (s StateSchema) Validate() error {
 		return s.Value.Validate()
 	}
 	switch s.Namespace.Kind {
-	case TypeVoid, TypeLong, TypeTimeWindow:
+	case TypeVoid, TypeLong, TypeTimeWindow, TypeGlobalWindow:
 	default:
-		return fail("namespace type %s is not supported (void, long, time-window)", s.Namespace.Kind)
+		return fail("namespace type %s is not supported (void, long, time-window, global-window)", s.Namespace.Kind)
 	}
 	switch s.Kind {
 	case KindValue:
@@ -385,7 +396,9 @@ func (s StateSchema) Validate() error {
 			return fail("element: %v", err)
 		}
 	case KindList:
-		return fail("list state has no canonical mapping yet")
+		if err := s.Value.Validate(); err != nil {
+			return fail("element: %v", err)
+		}
 	default:
 		return fail("invalid kind %s", s.Kind)
 	}
@@ -440,6 +453,12 @@ func (s StateSchema) FlinkMeta() (flinkwrite.StateMetaInfo, error) {
 			kind = flinkwrite.KindValue
 		}
 		return flinkwrite.KeyedStateMeta(s.Name, kind, ns, wrap(v)), nil
+	case KindList:
+		v, err := s.Value.FlinkSnapshot()
+		if err != nil {
+			return flinkwrite.StateMetaInfo{}, fmt.Errorf("engine: state %q element: %w", s.Name, err)
+		}
+		return flinkwrite.KeyedStateMeta(s.Name, flinkwrite.KindList, ns, flinkwrite.ListSnapshot(wrap(v))), nil
 	case KindMap, KindMultiset:
 		uk, err := s.UserKey.FlinkSnapshot()
 		if err != nil {

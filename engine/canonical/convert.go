@@ -25,9 +25,9 @@ func convErr(format string, args ...any) error {
 // user-key part given in the engine's encoding (see engine/schema.go).
 func appendFlinkPart(dst []byte, t engine.Type, b []byte, what string) ([]byte, error) {
 	switch t.Kind {
-	case engine.TypeVoid:
+	case engine.TypeVoid, engine.TypeGlobalWindow:
 		if len(b) != 0 {
-			return dst, convErr("%s: void namespace with %d bytes", what, len(b))
+			return dst, convErr("%s: %s namespace with %d bytes", what, t.Kind, len(b))
 		}
 		return append(dst, 0), nil
 	case engine.TypeLong:
@@ -63,9 +63,9 @@ func appendFlinkPart(dst []byte, t engine.Type, b []byte, what string) ([]byte, 
 // serialized part.
 func parseFlinkPart(dst []byte, t engine.Type, b []byte, what string) ([]byte, error) {
 	switch t.Kind {
-	case engine.TypeVoid:
+	case engine.TypeVoid, engine.TypeGlobalWindow:
 		if len(b) != 1 || b[0] != 0 {
-			return dst, convErr("%s: void namespace is % x", what, b)
+			return dst, convErr("%s: %s namespace is % x", what, t.Kind, b)
 		}
 		return dst, nil
 	case engine.TypeLong:
@@ -167,7 +167,7 @@ type stateCodec struct {
 
 func newStateCodec(key engine.Type, s engine.StateSchema) (*stateCodec, error) {
 	c := &stateCodec{s: s, key: key, ttl: s.TTL > 0}
-	if s.Kind == engine.KindValue || s.Kind == engine.KindMap {
+	if s.Kind == engine.KindValue || s.Kind == engine.KindMap || s.Kind == engine.KindList {
 		if s.Value.Kind == engine.TypeRow {
 			as, err := s.Value.ArrowSchema()
 			if err != nil {
@@ -220,6 +220,8 @@ func (c *stateCodec) flinkValue(dst []byte, ts int64, payload []byte) ([]byte, e
 	switch c.s.Kind {
 	case engine.KindPriorityQueue:
 		return dst, nil
+	case engine.KindList:
+		return c.flinkList(dst, ts, payload)
 	case engine.KindMap, engine.KindMultiset:
 		dst = append(dst, 0) // not null
 	}
@@ -297,6 +299,9 @@ func (c *stateCodec) engineValue(dst, v []byte) ([]byte, error) {
 		}
 		v = v[1:]
 	}
+	if c.s.Kind == engine.KindList {
+		return c.engineList(dst, v)
+	}
 	var ts int64
 	if c.ttl {
 		if len(v) < 8 {
@@ -331,4 +336,148 @@ func (c *stateCodec) engineValue(dst, v []byte) ([]byte, error) {
 	}
 	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
 	return parseFlinkPart(dst, c.s.Value, v, "value")
+}
+
+// flinkList appends Flink's list value (elements separated by ',', each a
+// TtlValue with the list's timestamp when the state has a TTL) of an
+// engine list payload (uvarint-length-prefixed elements).
+func (c *stateCodec) flinkList(dst []byte, ts int64, payload []byte) ([]byte, error) {
+	first := true
+	for p := payload; len(p) > 0; {
+		n, w := binary.Uvarint(p)
+		if w <= 0 || n > uint64(len(p)-w) {
+			return dst, convErr("malformed engine list")
+		}
+		el := p[w : w+int(n)]
+		p = p[w+int(n):]
+		if !first {
+			dst = append(dst, ',')
+		}
+		first = false
+		if c.ttl {
+			dst = flinkwrite.AppendLong(dst, ts)
+		}
+		if c.frow != nil {
+			c.tmp = append(c.tmp[:0], 0, 0, 0, 0, 0, 0, 0, 0)
+			c.tmp = append(c.tmp, el...)
+			at := len(dst)
+			dst = append(dst, 0, 0, 0, 0)
+			var err error
+			if dst, _, err = c.frow.ToBinaryRow(dst, c.tmp, rowcodec.RowKindInsert); err != nil {
+				return dst, fmt.Errorf("%w: list element row: %v", ErrConvert, err)
+			}
+			binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+			continue
+		}
+		var err error
+		if dst, err = appendFlinkPart(dst, c.s.Value, el, "list element"); err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
+}
+
+// elemLen is the length of the serialized element at the start of b.
+func elemLen(t engine.Type, b []byte) (int, error) {
+	switch t.Kind {
+	case engine.TypeRow:
+		if len(b) < 4 {
+			return 0, convErr("truncated row size")
+		}
+		n := int64(binary.BigEndian.Uint32(b))
+		if n > int64(len(b)-4) {
+			return 0, convErr("row of %d bytes in %d", n, len(b)-4)
+		}
+		return 4 + int(n), nil
+	case engine.TypeLong:
+		return 8, nil
+	case engine.TypeInt:
+		return 4, nil
+	case engine.TypeString:
+		pos := 0
+		varint := func() (uint32, bool) {
+			var v uint32
+			for shift := uint(0); shift < 35; shift += 7 {
+				if pos >= len(b) {
+					return 0, false
+				}
+				c := b[pos]
+				pos++
+				v |= uint32(c&0x7f) << shift
+				if c < 0x80 {
+					return v, true
+				}
+			}
+			return 0, false
+		}
+		n, ok := varint()
+		if !ok {
+			return 0, convErr("truncated string length")
+		}
+		for i := uint32(1); i < n; i++ {
+			if _, ok := varint(); !ok {
+				return 0, convErr("truncated string")
+			}
+		}
+		return pos, nil
+	}
+	return 0, convErr("list elements of type %s", t.Kind)
+}
+
+// engineList converts Flink's list value to the engine's stored value. All
+// elements of a TTL list must carry the same timestamp (the engine keeps
+// one per list).
+func (c *stateCodec) engineList(dst, v []byte) ([]byte, error) {
+	at := len(dst)
+	dst = append(dst, 0, 0, 0, 0, 0, 0, 0, 0)
+	var ts int64
+	for i := 0; ; i++ {
+		if c.ttl {
+			if len(v) < 8 {
+				return dst, convErr("list element %d: truncated TTL timestamp", i)
+			}
+			t := int64(binary.BigEndian.Uint64(v))
+			if i > 0 && t != ts {
+				return dst, convErr("list elements with different TTL timestamps (%d, %d); engine lists carry one", ts, t)
+			}
+			ts = t
+			v = v[8:]
+		}
+		n, err := elemLen(c.s.Value, v)
+		if err != nil {
+			return dst, fmt.Errorf("list element %d: %w", i, err)
+		}
+		el := v[:n]
+		v = v[n:]
+		if c.frow != nil {
+			var kind rowcodec.RowKind
+			c.tmp, kind, err = c.frow.FromBinaryRow(c.tmp[:0], 0, el[4:])
+			if err != nil {
+				return dst, fmt.Errorf("%w: list element %d row: %v", ErrConvert, i, err)
+			}
+			if kind != rowcodec.RowKindInsert {
+				return dst, convErr("list element %d has row kind %s (only +I is kept by the engine)", i, kind)
+			}
+			dst = binary.AppendUvarint(dst, uint64(len(c.tmp)-8))
+			dst = append(dst, c.tmp[8:]...)
+		} else {
+			if c.tmp, err = parseFlinkPart(c.tmp[:0], c.s.Value, el, "list element"); err != nil {
+				return dst, err
+			}
+			dst = binary.AppendUvarint(dst, uint64(len(c.tmp)))
+			dst = append(dst, c.tmp...)
+		}
+		if len(v) == 0 {
+			break
+		}
+		if v[0] != ',' {
+			return dst, convErr("list element %d followed by 0x%02x, not ','", i, v[0])
+		}
+		v = v[1:]
+		if len(v) == 0 {
+			return dst, convErr("list ends with ','")
+		}
+	}
+	binary.BigEndian.PutUint64(dst[at:], uint64(ts))
+	return dst, nil
 }

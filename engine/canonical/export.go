@@ -297,6 +297,9 @@ func WriteStream(ctx context.Context, w io.Writer, op *engine.Operator, schema *
 				if !ok {
 					break
 				}
+				if cd.s.Kind == engine.KindList && len(it.payload) == 0 {
+					continue // Flink never writes empty lists
+				}
 				_, key, ns, rest, err := op.DecodeKey(it.stored)
 				if err != nil {
 					return nil, 0, err

@@ -44,6 +44,7 @@ var importFixtures = []string{
 	"flink1.20-hashmap-canonical-valuestate-timers",
 	"flink1.19-rocksdb-canonical-snappy-compressed",
 	"flink1.15-rocksdb-canonical-metadata-v3",
+	"sql-rocksdb-canonical-windowjoin-liststate-timers",
 }
 
 // TestImportFixtures restores Flink's savepoints into both backends at

@@ -34,6 +34,7 @@ func genSchema() *engine.Schema {
 			{Name: "distinct", Kind: engine.KindMap, Namespace: engine.VoidType, UserKey: engine.RowType(mapKeyField...), Value: engine.LongType},
 			{Name: "left-records", Kind: engine.KindMultiset, Namespace: engine.VoidType, UserKey: engine.RowType(recordRow...), TTL: 2 * time.Hour},
 			{Name: "window-aggs", Kind: engine.KindValue, Namespace: engine.TimeWindowType, Value: engine.LongType},
+			{Name: "window-records", Kind: engine.KindList, Namespace: engine.LongType, Value: engine.RowType(recordRow...), TTL: 3 * time.Hour},
 		},
 	}
 }
@@ -56,6 +57,14 @@ func genFill(t testing.TB, be engine.Backend, s *engine.Schema, n int) genCounts
 		t.Fatal(err)
 	}
 	codec, err := rowcodec.NewCodec(as)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ras, err := s.States[4].Value.ArrowSchema()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recCodec, err := rowcodec.NewCodec(ras)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,6 +124,21 @@ func genFill(t testing.TB, be engine.Backend, s *engine.Schema, n int) genCounts
 				b.Put(3, key, val)
 				counts["window-aggs"]++
 			}
+		}
+		// window-records on every third key: a list of 1..4 rows.
+		if i%3 == 0 {
+			val = binary.BigEndian.AppendUint64(val[:0], uint64(ts))
+			for j := 0; j < 1+i%4; j++ {
+				el, err := recCodec.EncodeRow(nil, 0, []any{int64(j), fmt.Sprintf("list-%d-%d", i, j)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				val = binary.AppendUvarint(val, uint64(len(el)-8))
+				val = append(val, el[8:]...)
+			}
+			key = st[4].Key(key[:0], kg, row, binary.BigEndian.AppendUint64(nil, uint64(i%2*60000)))
+			b.Put(4, key, val)
+			counts["window-records"]++
 		}
 		if b.Len() >= 4096 {
 			if err := b.Commit(); err != nil {

@@ -308,7 +308,7 @@ func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
 		return ss, err
 	}
 	switch ss.Namespace.Kind {
-	case engine.TypeVoid, engine.TypeLong, engine.TypeTimeWindow:
+	case engine.TypeVoid, engine.TypeLong, engine.TypeTimeWindow, engine.TypeGlobalWindow:
 	default:
 		return ss, fmt.Errorf("namespace serializer %s", m.Namespace.Class)
 	}
@@ -334,6 +334,19 @@ func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
 		if ss.Value, err = typeOf(unwrap(m.Value), "value"); err != nil {
 			return ss, err
 		}
+	case flinkwrite.KindList:
+		if m.Element == nil {
+			return ss, errors.New("list state without element serializer")
+		}
+		ss.Kind = engine.KindList
+		if ss.Value, err = typeOf(unwrap(m.Element), "list element"); err != nil {
+			return ss, err
+		}
+		switch ss.Value.Kind {
+		case engine.TypeRow, engine.TypeLong, engine.TypeInt, engine.TypeString:
+		default:
+			return ss, fmt.Errorf("list element serializer %s", m.Element.Class)
+		}
 	case flinkwrite.KindMap:
 		if m.UserKey == nil || m.UserValue == nil {
 			return ss, errors.New("map state without user key/value serializers")
@@ -351,7 +364,7 @@ func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
 			return ss, err
 		}
 	default:
-		return ss, fmt.Errorf("%s state is not supported (value, map, priority queue)", m.Kind)
+		return ss, fmt.Errorf("%s state is not supported (value, list, map, priority queue)", m.Kind)
 	}
 	if err := ss.Validate(); err != nil {
 		return ss, err
@@ -377,6 +390,8 @@ func typeOf(s *serde.Snapshot, role string) (engine.Type, error) {
 		t.Kind = engine.TypeVoid
 	case serde.ClassTimeWindow, serde.ClassTableTW:
 		t.Kind = engine.TypeTimeWindow
+	case serde.ClassGlobalWin:
+		t.Kind = engine.TypeGlobalWindow
 	case serde.ClassTuple:
 		if len(s.Nested) != 1 {
 			return t, fmt.Errorf("%s serializer %s with %d fields (only one-field tuples)", role, s.TupleClass, len(s.Nested))

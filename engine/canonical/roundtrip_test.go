@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sfstate/sfstate/engine"
@@ -130,17 +131,21 @@ func TestRoundTripGenerated(t *testing.T) {
 
 func TestImportUnsupportedFailsBeforeWriting(t *testing.T) {
 	sps := fixtureSavepoints(t)
-	sp := sps["sql-rocksdb-canonical-udagg-liststate-mapstate"]
-	if sp == nil {
-		t.Skip("fixture missing")
+	for name, want := range map[string]string{
+		"sql-rocksdb-canonical-udagg-liststate-mapstate":      "STRUCTURED_TYPE",
+		"flink1.20-hashmap-canonical-liststate-window-inline": "Tuple2",
+	} {
+		sp := sps[name]
+		if sp == nil {
+			t.Fatalf("fixture %s missing", name)
+		}
+		calls := 0
+		_, err := Import(context.Background(), sp, testFactory(t, "heap", nil, &calls), ImportOptions{})
+		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "state \"") {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if calls != 0 {
+			t.Fatalf("%s: %d backends opened before the error", name, calls)
+		}
 	}
-	calls := 0
-	_, err := Import(context.Background(), sp, testFactory(t, "heap", nil, &calls), ImportOptions{})
-	if !errors.Is(err, ErrUnsupported) {
-		t.Fatalf("import of LIST state: %v", err)
-	}
-	if calls != 0 {
-		t.Fatalf("%d backends opened before the error", calls)
-	}
-	t.Logf("error: %v", err)
 }
