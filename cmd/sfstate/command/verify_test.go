@@ -1,0 +1,93 @@
+package command
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sfstate/sfstate/internal/fixtures"
+)
+
+func TestVerifySourceOnlyJSONAndJUnit(t *testing.T) {
+	sp := fixtures.Path(t, "sql-rocksdb-canonical-join-mapstate", "savepoint")
+	junit := filepath.Join(t.TempDir(), "verify.xml")
+	out, errOut, code := run(t, "--json", "verify", "--backends", "none", "--junit", junit, sp)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct {
+		OK     bool `json:"ok"`
+		Digest struct {
+			Groups []struct {
+				State   string `json:"state"`
+				Entries int64  `json:"entries"`
+				Counts  int64  `json:"counts"`
+			} `json:"groups"`
+		} `json:"digest"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	var entries, counts int64
+	for _, g := range r.Digest.Groups {
+		entries += g.Entries
+		counts += g.Counts
+	}
+	if !r.OK || entries != 10 || counts != 11 {
+		t.Fatalf("ok %v, %d entries, counts %d", r.OK, entries, counts)
+	}
+	b, err := os.ReadFile(junit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var x struct {
+		Tests    int `xml:"tests,attr"`
+		Failures int `xml:"failures,attr"`
+	}
+	if err := xml.Unmarshal(b, &x); err != nil || x.Tests != 1 || x.Failures != 0 {
+		t.Fatalf("junit %+v %v:\n%s", x, err, b)
+	}
+}
+
+func TestVerifyExitCodes(t *testing.T) {
+	if _, _, code := run(t, "verify", "--backends", "none", fixtures.Path(t, "flink1.20-hashmap-NATIVE-for-contrast")); code != ExitIO {
+		t.Fatalf("native savepoint: exit %d, want %d", code, ExitIO)
+	}
+	if _, _, code := run(t, "verify", "--backends", "none", filepath.Join(t.TempDir(), "missing")); code != ExitIO {
+		t.Fatalf("missing savepoint: exit %d", code)
+	}
+	if _, _, code := run(t, "verify", "--backends", "bogus", fixtures.Path(t, "sql-rocksdb-canonical-join-mapstate", "savepoint")); code != ExitUsage {
+		t.Fatalf("bad backend: exit %d", code)
+	}
+	if _, _, code := run(t, "verify", "--shard", "3/3", fixtures.Path(t, "sql-rocksdb-canonical-join-mapstate", "savepoint")); code != ExitUsage {
+		t.Fatalf("bad shard: exit %d", code)
+	}
+	// Different snapshots: exit 1 naming the groups.
+	out, _, code := run(t, "verify", "--backends", "none", "--against", fixtures.Path(t, "sql-rocksdb-canonical-groupagg-valuestate", "savepoint"), fixtures.Path(t, "sql-rocksdb-canonical-join-mapstate", "savepoint"))
+	if code != ExitCheckFailed || !strings.Contains(out, "FAIL") || !strings.Contains(out, "key group") {
+		t.Fatalf("different snapshots: exit %d:\n%s", code, out)
+	}
+}
+
+func TestVerifyShardsMerge(t *testing.T) {
+	sp := fixtures.Path(t, "flink1.20-rocksdb-canonical-valuestate-timers")
+	dir := t.TempDir()
+	var files []string
+	for _, s := range []string{"0/2", "1/2"} {
+		f := filepath.Join(dir, strings.ReplaceAll(s, "/", "-")+".json")
+		if _, errOut, code := run(t, "-q", "verify", "--backends", "none", "--shard", s, "--digest-out", f, sp); code != ExitOK {
+			t.Fatalf("shard %s: exit %d: %s", s, code, errOut)
+		}
+		files = append(files, f)
+	}
+	out, errOut, code := run(t, append([]string{"verify", "--merge"}, files...)...)
+	if code != ExitOK || !strings.Contains(out, "OK") {
+		t.Fatalf("merge: exit %d: %s %s", code, out, errOut)
+	}
+	if _, _, code := run(t, "verify", "--merge", files[0]); code == ExitOK {
+		t.Fatal("merge of one of two shards succeeded")
+	}
+}
