@@ -58,11 +58,12 @@ func runBenchStorage(c *cli.Context) error {
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
-	fmt.Fprintf(w, "Storage layer vs versitygw on 127.0.0.1 (latency rows: toxiproxy, server-to-client delay)\n")
+	fmt.Fprintf(w, "Storage layer vs versitygw on 127.0.0.1 (latency rows: toxiproxy, server-to-client delay;\n"+
+		"latency cost = same proxy without latency / with latency, target <= 2x)\n")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "operation\tnetwork\tMiB/s\tops/s\tin flight\tloopback MiB/s\t% of loopback\tslowdown vs direct\t")
+	fmt.Fprintln(tw, "operation\tnetwork\tMiB/s\tops/s\tin flight\tloopback MiB/s\t% of loopback\tslowdown vs direct\tlatency cost\t")
 	for _, r := range rep.Rows {
-		ops, pct, slow := "", "", ""
+		ops, pct, slow, lat := "", "", "", ""
 		if r.OpsPerSec > 0 {
 			ops = fmt.Sprintf("%.0f", r.OpsPerSec)
 		}
@@ -72,7 +73,10 @@ func runBenchStorage(c *cli.Context) error {
 		if r.VsDirect > 0 {
 			slow = fmt.Sprintf("%.2fx", r.VsDirect)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%d\t%.0f\t%s\t%s\t\n", r.Name, r.Network, r.MiBps, ops, r.Concurrency, r.LoopbackMiBps, pct, slow)
+		if r.VsNoLatency > 0 {
+			lat = fmt.Sprintf("%.2fx", r.VsNoLatency)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.1f\t%s\t%d\t%.0f\t%s\t%s\t%s\t\n", r.Name, r.Network, r.MiBps, ops, r.Concurrency, r.LoopbackMiBps, pct, slow, lat)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -26,7 +26,7 @@ func TestBenchStorageJSON(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("output is not the JSON report: %v\n%s", err, out)
 	}
-	if rep.BlobSize != 8<<20 || len(rep.Rows) != 10 {
+	if rep.BlobSize != 8<<20 || len(rep.Rows) != 12 {
 		t.Fatalf("report: blob %d, %d rows", rep.BlobSize, len(rep.Rows))
 	}
 	for _, r := range rep.Rows {
