@@ -188,6 +188,10 @@ func TestFailedUploadLeavesNoMetadata(t *testing.T) {
 		assertConsistent(t, fs, []int64{1}, liveShared(cp))
 	}
 	fs.set(nil, nil)
+	// A published checkpoint is never written again.
+	if _, err := cp.TakeSync(ctx, c.backends, 1); err == nil || !strings.Contains(err.Error(), "already exists") {
+		t.Fatalf("retaking checkpoint 1: %v", err)
+	}
 	res, err := cp.TakeSync(ctx, c.backends, 2)
 	if err != nil {
 		t.Fatal(err)

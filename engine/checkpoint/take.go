@@ -164,6 +164,18 @@ func (c *Checkpointer) Take(ctx context.Context, backends []engine.Backend, id i
 		if !sameStates(b.States(), states) {
 			return nil, fmt.Errorf("checkpoint: backend %d declares other states than backend 0", i)
 		}
+		for j := 0; j < i; j++ {
+			a, o := b.Layout().Range, backends[j].Layout().Range
+			if a.Start <= o.End && o.Start <= a.End {
+				return nil, fmt.Errorf("checkpoint: backends %d and %d have overlapping key-group ranges [%d, %d] and [%d, %d]", j, i, o.Start, o.End, a.Start, a.End)
+			}
+		}
+	}
+	// Never write into a published checkpoint.
+	if _, err := c.store.Stat(ctx, MetadataKey(id)); err == nil {
+		return nil, fmt.Errorf("checkpoint: checkpoint %d already exists in %s", id, c.store.String())
+	} else if !s3.IsNotExist(err) {
+		return nil, fmt.Errorf("checkpoint %d: %w", id, err)
 	}
 	c.mu.Lock()
 	if _, busy := c.pending[id]; busy {
