@@ -60,6 +60,12 @@ type Options struct {
 	// copy when both stores are prefixes of one S3 bucket.
 	CopyReferenced func(ctx context.Context, key string) (linked bool, err error)
 
+	// SrcLocalDir and DstLocalDir name the local directories of src and
+	// dst when they are local stores behind wrappers (retry, counters), so
+	// that files can be hard-linked instead of copied. A bare *s3.Local is
+	// recognized without them.
+	SrcLocalDir, DstLocalDir string
+
 	// failAfter, when positive, makes the run fail after that many store
 	// writes (tests of resumability).
 	failAfter int
@@ -555,8 +561,8 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 // (after checking its size and CRC-32C), else a verified download. It
 // returns the bytes downloaded.
 func (r *run) fetch(o checkpoint.Object, dst string) (int64, error) {
-	if l, ok := r.src.(*s3.Local); ok {
-		p, err := localPath(l, o.Key)
+	if root, ok := localRoot(r.src, r.opts.SrcLocalDir); ok {
+		p, err := localPath(root, o.Key)
 		if err != nil {
 			return 0, err
 		}
@@ -587,11 +593,23 @@ func (r *run) fetch(o checkpoint.Object, dst string) (int64, error) {
 	return n, f.Close()
 }
 
-func localPath(l *s3.Local, key string) (string, error) {
+func localPath(root, key string) (string, error) {
 	if err := s3.ValidateKey(key); err != nil {
 		return "", err
 	}
-	return filepath.Join(l.Root(), filepath.FromSlash(key)), nil
+	return filepath.Join(root, filepath.FromSlash(key)), nil
+}
+
+// localRoot is the directory of a local store: the given one, or the root
+// of a bare *s3.Local.
+func localRoot(st s3.Storage, dir string) (string, bool) {
+	if dir != "" {
+		return dir, true
+	}
+	if l, ok := st.(*s3.Local); ok {
+		return l.Root(), true
+	}
+	return "", false
 }
 
 // verifyFile checks a local file's size and CRC-32C against the manifest.
@@ -1106,8 +1124,8 @@ func (r *run) reference(key string, o *checkpoint.Object) (linked bool, err erro
 	if r.opts.CopyReferenced != nil {
 		return r.opts.CopyReferenced(r.ctx, key)
 	}
-	sl, ok1 := r.src.(*s3.Local)
-	dl, ok2 := r.dst.(*s3.Local)
+	sl, ok1 := localRoot(r.src, r.opts.SrcLocalDir)
+	dl, ok2 := localRoot(r.dst, r.opts.DstLocalDir)
 	if ok1 && ok2 {
 		sp, err := localPath(sl, key)
 		if err != nil {
@@ -1251,4 +1269,19 @@ func storeURI(s string) string {
 		return s
 	}
 	return "file:" + s
+}
+
+// MarshalJSON encodes the digest as a list of (side, key group, stats).
+func (d *Digest) MarshalJSON() ([]byte, error) {
+	return json.Marshal(encodeDigest(d))
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote.
+func (d *Digest) UnmarshalJSON(b []byte) error {
+	var es []digestEntry
+	if err := json.Unmarshal(b, &es); err != nil {
+		return err
+	}
+	*d = *decodeDigest(es)
+	return nil
 }

@@ -1,0 +1,111 @@
+//go:build cgo
+
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/migrate"
+	"github.com/sfstate/sfstate/s3"
+)
+
+func migrateSourceDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "src")
+	st, err := s3.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := migrate.GenerateCheckpoint(context.Background(), st, migrate.GenConfig{Keys: 50, Rows: 2000, Payload: 16, OtherEntries: 300, Seed: 1, WorkDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestMigrateCommand(t *testing.T) {
+	src := migrateSourceDir(t)
+	dst := filepath.Join(t.TempDir(), "dst")
+	// dry run: report, nothing written
+	out, errOut, code := run(t, "migrate", "--dry-run", src, dst)
+	if code != ExitOK || !strings.Contains(out, "dry run") {
+		t.Fatalf("dry run: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Fatal("dry run created the destination")
+	}
+	out, errOut, code = run(t, "--json", "migrate", "--work-dir", t.TempDir(), src, dst)
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	var rep struct {
+		FilesReferenced int
+		Operators       []struct {
+			Rows       int64 `json:"rows"`
+			Mismatches int   `json:"mismatches"`
+			Groups     []struct {
+				Source   migrate.GroupStats  `json:"source"`
+				Migrated *migrate.GroupStats `json:"migrated"`
+			} `json:"groups"`
+		} `json:"operators"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(rep.Operators) != 1 || rep.Operators[0].Rows != 2000 || rep.Operators[0].Mismatches != 0 || rep.FilesReferenced == 0 {
+		t.Fatalf("report: %s", out)
+	}
+	for _, g := range rep.Operators[0].Groups {
+		if g.Migrated == nil || *g.Migrated != g.Source {
+			t.Fatalf("group differs: %+v", g)
+		}
+	}
+	st, _ := s3.NewLocal(dst)
+	if ids, _ := checkpoint.Completed(context.Background(), st); len(ids) != 1 {
+		t.Fatalf("destination checkpoints %v", ids)
+	}
+	// text report of the rerun: already complete
+	out, _, code = run(t, "migrate", "--checkpoint", "1", src, dst)
+	if code != ExitOK || !strings.Contains(out, "already migrated") || !strings.Contains(out, "equal") {
+		t.Fatalf("rerun: exit %d\n%s", code, out)
+	}
+	// a chk-<id> directory selects the checkpoint; the destination must differ
+	if _, _, code = run(t, "migrate", filepath.Join(src, "chk-1"), src); code != ExitUsage {
+		t.Fatalf("same source and destination: exit %d", code)
+	}
+}
+
+func TestMigrateCommandCanonicalSavepoint(t *testing.T) {
+	src := filepath.Join(t.TempDir(), "sp")
+	if err := os.MkdirAll(src, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "_metadata"), []byte("savepoint"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "dst")
+	out, errOut, code := run(t, "migrate", src, dst)
+	if code != ExitOK || !strings.Contains(out, "need no migration") {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Fatal("destination written for a canonical savepoint")
+	}
+}
+
+func TestMigrateCommandUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"migrate", "only-one"},
+		{"migrate", "--mode", "bogus", "a", "b"},
+		{"migrate", "--to", "elsewhere", "a", "b"},
+	} {
+		if _, _, code := run(t, args...); code != ExitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, ExitUsage)
+		}
+	}
+}
