@@ -305,6 +305,10 @@ func benchVariant(ctx context.Context, cfg BenchConfig, logf func(string, ...any
 				total.BytesDownloaded += s.BytesDownloaded
 				total.KeysCopied += s.KeysCopied
 				total.FilesSkipped += s.FilesSkipped
+				total.Download += s.Download
+				total.Build += s.Build
+				total.Clip += s.Clip
+				total.Copy += s.Copy
 				total.Imported += s.Imported
 				mu.Unlock()
 				return nil
@@ -316,8 +320,10 @@ func benchVariant(ctx context.Context, cfg BenchConfig, logf func(string, ...any
 		d = time.Since(start)
 		os.RemoveAll(dir)
 		row = BenchRow{Layout: layout, Name: rc.name, Amplification: float64(total.BytesDownloaded) / float64(max(r2.Manifest.BytesReferenced+r2.Manifest.BytesUploaded, 1)), Seconds: d.Seconds(), Files: total.FilesDownloaded, Bytes: total.BytesDownloaded, MiBps: mibps(total.BytesDownloaded, d)}
-		row.Note = fmt.Sprintf("%d SST files skipped, %d subtasks imported from a subset, %d keys copied between subtasks",
-			total.FilesSkipped, total.Imported, total.KeysCopied)
+		row.Note = fmt.Sprintf("%d SST files skipped, %d subtasks imported from a subset, %d keys copied between subtasks; "+
+			"summed over subtasks: download %.2fs, import/open %.2fs, clip %.2fs, copy %.2fs",
+			total.FilesSkipped, total.Imported, total.KeysCopied,
+			total.Download.Seconds(), total.Build.Seconds(), total.Clip.Seconds(), total.Copy.Seconds())
 		if rc.p == cfg.Parallelism {
 			if row.PlainSeconds, err = plainDownload(ctx, st, r2.Manifest, cfg.Parallel*cfg.Parallelism); err != nil {
 				return err

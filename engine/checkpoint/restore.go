@@ -47,7 +47,14 @@ type RestoreStats struct {
 	Imported, Opened int
 	// KeysCopied counts entries copied from non-base subtasks (scale-in).
 	KeysCopied int64
-	Duration   time.Duration
+	// Duration is the whole restore; Download, Build (import or open),
+	// Clip and Copy its parts.
+	Duration, Download, Build, Clip, Copy time.Duration
+	// Reusable lists the shared SST files the restored directory holds
+	// unchanged under their names (the base was restored from all its
+	// files): pass them to Checkpointer.Adopt so the next checkpoint
+	// references instead of uploading them.
+	Reusable []SSTEntry `json:"-"`
 }
 
 // Restore rebuilds the state of key groups rng from completed checkpoint
@@ -111,17 +118,27 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRa
 	if len(handles) == 0 {
 		b, err = open(dir, layout, states, opts.Rocks)
 	} else {
-		if err = r.materialize(handles[0], dir); err == nil {
+		var whole bool
+		if whole, err = r.materialize(handles[0], dir); err == nil {
+			t := time.Now()
 			b, err = open(dir, layout, states, opts.Rocks)
+			stats.Build += time.Since(t)
+			if whole {
+				stats.Reusable = append([]SSTEntry(nil), handles[0].Shared...)
+			}
 		}
 		if err == nil {
+			t := time.Now()
 			err = clip(b, layout)
+			stats.Clip = time.Since(t)
 		}
 		for i, h := range handles[1:] {
 			if err != nil {
 				break
 			}
+			t := time.Now()
 			err = r.copyFrom(h, b, fmt.Sprintf("%s.restore-%d", dir, i+1))
+			stats.Copy += time.Since(t)
 		}
 	}
 	if err != nil {
@@ -169,8 +186,8 @@ type restorer struct {
 
 // materialize builds old subtask h's RocksDB directory in dir: from the SST
 // files overlapping the range when they can be imported, else from all its
-// files.
-func (r *restorer) materialize(h *Subtask, dir string) error {
+// files (whole).
+func (r *restorer) materialize(h *Subtask, dir string) (whole bool, err error) {
 	var need []SSTEntry
 	var skipped int64
 	for _, f := range h.Shared {
@@ -193,15 +210,17 @@ func (r *restorer) materialize(h *Subtask, dir string) error {
 				objs[i] = f.Object
 			}
 			if err := r.download(objs, tmp); err != nil {
-				return err
+				return false, err
 			}
+			t := time.Now()
 			if err := engine.ImportSSTFiles(dir, tmp, files); err != nil {
-				return fmt.Errorf("subtask %d: %w", h.Index, err)
+				return false, fmt.Errorf("subtask %d: %w", h.Index, err)
 			}
+			r.stats.Build += time.Since(t)
 			r.stats.Imported++
 			r.stats.FilesSkipped += len(h.Shared) - len(need)
 			r.stats.BytesSkipped += skipped
-			return nil
+			return false, nil
 		}
 	}
 	objs := append([]Object(nil), h.Private...)
@@ -209,15 +228,16 @@ func (r *restorer) materialize(h *Subtask, dir string) error {
 		objs = append(objs, f.Object)
 	}
 	if err := r.download(objs, dir); err != nil {
-		return err
+		return false, err
 	}
 	r.stats.Opened++
-	return nil
+	return true, nil
 }
 
 // download fetches objs into dir (created) under their local names,
 // verifying size and CRC-32C; parallel and bounded.
 func (r *restorer) download(objs []Object, dir string) error {
+	defer func(t time.Time) { r.stats.Download += time.Since(t) }(time.Now())
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -354,7 +374,7 @@ func clip(b engine.Backend, l engine.Layout) error {
 // copyFrom rebuilds old subtask h in tmp and copies its keys in range into dst.
 func (r *restorer) copyFrom(h *Subtask, dst engine.Backend, tmp string) error {
 	defer os.RemoveAll(tmp)
-	if err := r.materialize(h, tmp); err != nil {
+	if _, err := r.materialize(h, tmp); err != nil {
 		return err
 	}
 	src, err := engine.OpenRocksDB(tmp, engine.Layout{MaxParallelism: r.maxPar, Range: engine.KeyGroupRange{Start: h.StartKeyGroup, End: h.EndKeyGroup}}, r.states, engine.RocksOptions{})

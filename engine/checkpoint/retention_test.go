@@ -282,3 +282,38 @@ func TestConcurrentCheckpoints(t *testing.T) {
 	restored, _ = restoreAll(t, fs, 5, 2, RestoreOptions{})
 	checkRestored(t, c.want, restored)
 }
+
+// TestAdoptAfterRestore: a job restored at the same parallelism keeps
+// checkpointing incrementally on top of the restored checkpoint's shared
+// files, and retention keeps those files while they are referenced.
+func TestAdoptAfterRestore(t *testing.T) {
+	ctx := context.Background()
+	st := localStore(t)
+	c := newCluster(t, 2)
+	c.write(0, 3000, "a", false)
+	r1, err := New(st, Options{}).TakeSync(ctx, c.backends, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	restored, stats := restoreAll(t, st, 1, 2, RestoreOptions{})
+	cp := New(st, Options{Retain: 1})
+	for i, b := range restored {
+		if len(stats[i].Reusable) == 0 {
+			t.Fatalf("subtask %d: nothing reusable after a same-parallelism restore", i)
+		}
+		cp.Adopt(i, b, stats[i].Reusable)
+	}
+	// Write through the restored backends.
+	c2 := &cluster{t: t, backends: restored, want: copyWant(c.want)}
+	c2.write(2500, 3500, "b", true)
+	r2, err := cp.TakeSync(ctx, restored, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.FilesReferenced < r1.FilesUploaded || r2.BytesReferenced < r1.BytesUploaded/2 {
+		t.Fatalf("after adopt: %d files referenced (%d B), checkpoint 1 had %d files", r2.FilesReferenced, r2.BytesReferenced, r1.FilesUploaded)
+	}
+	assertConsistent(t, st, []int64{2}, liveShared(cp))
+	back, _ := restoreAll(t, st, 2, 3, RestoreOptions{})
+	checkRestored(t, c2.want, back)
+}

@@ -255,6 +255,26 @@ func (c *Checkpointer) Take(ctx context.Context, backends []engine.Backend, id i
 	return p, nil
 }
 
+// Adopt tells the Checkpointer that backend b of subtask holds the given
+// shared SST files unchanged (RestoreStats.Reusable of the restore that
+// built it), so its next checkpoints reference those objects instead of
+// uploading the files again, as long as each file keeps its name and size.
+// Call it before the first Take with b.
+func (c *Checkpointer) Adopt(subtask int, b engine.Backend, files []SSTEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st := &subtaskState{backend: b, id: newUUID(), uploaded: map[string]*sharedObj{}}
+	for _, f := range files {
+		if !strings.HasPrefix(f.Key, SharedPrefix) {
+			continue
+		}
+		done := make(chan struct{})
+		close(done)
+		st.uploaded[f.Name] = &sharedObj{key: f.Key, size: f.Size, crc: f.CRC, done: done}
+	}
+	c.subtasks[subtask] = st
+}
+
 // TakeSync is Take followed by Wait.
 func (c *Checkpointer) TakeSync(ctx context.Context, backends []engine.Backend, id int64) (*Result, error) {
 	p, err := c.Take(ctx, backends, id)
