@@ -382,14 +382,7 @@ type hasher struct {
 	buf []byte
 }
 
-func appendPart(dst []byte, v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		b = fmt.Appendf(nil, "%#v", v)
-	}
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(b)))
-	return append(dst, b...)
-}
+func appendPart(dst []byte, v any) []byte { return appendValue(dst, v) }
 
 // entryParts renders the parts of an entry that identify it (key,
 // namespace, user key) and the whole entry.

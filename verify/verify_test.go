@@ -382,3 +382,24 @@ func TestTTLCheckFlinkRule(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkDigestFixtures(b *testing.B) {
+	var sps []*savepoint.Savepoint
+	for _, f := range fixtures.All(b) {
+		if !strings.Contains(f.Name, "NATIVE") {
+			sps = append(sps, openDir(b, f.Dir))
+		}
+	}
+	b.ResetTimer()
+	var n int64
+	for i := 0; i < b.N; i++ {
+		for _, sp := range sps {
+			d, err := ComputeDigest(context.Background(), sp, DigestOptions{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			n += d.Total("", "").Entries
+		}
+	}
+	b.ReportMetric(float64(n)/b.Elapsed().Seconds(), "entries/s")
+}
