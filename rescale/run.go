@@ -9,6 +9,8 @@ import (
 	"io"
 	"strings"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 )
@@ -360,41 +362,62 @@ func relKey(dir, key string) string {
 }
 
 // copyAll copies the scheduled source files into the destination (same
-// relative key), server-side when possible.
+// relative key), server-side when possible, Concurrency at a time.
 func (t *translator) copyAll(ctx context.Context, res *Result) ([]s3.Written, error) {
-	var out []s3.Written
-	for _, key := range t.order {
-		if err := ctx.Err(); err != nil {
-			return nil, err
+	out := make([]s3.Written, len(t.order))
+	sizes := make([]int64, len(t.order))
+	var total int64
+	for i, key := range t.order {
+		info, err := t.req.Src.Store.Stat(ctx, key)
+		if err != nil {
+			return nil, fmt.Errorf("rescale: %s: %w", key, err)
 		}
-		dk := relKey(t.req.Src.Dir, key)
-		if t.req.CopyStore != nil {
-			if err := t.req.CopyStore.Copy(ctx, t.req.SrcPrefix+key, t.req.DstPrefix+dk); err != nil {
-				return nil, fmt.Errorf("rescale: copying %s: %w", key, err)
+		sizes[i] = info.Size
+		total += info.Size
+	}
+	if t.req.Progress != nil {
+		t.req.Progress.SetTotal(total)
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, t.req.Concurrency))
+	for i, key := range t.order {
+		g.Go(func() error {
+			dk := relKey(t.req.Src.Dir, key)
+			if t.req.CopyStore != nil {
+				if err := t.req.CopyStore.Copy(gctx, t.req.SrcPrefix+key, t.req.DstPrefix+dk); err != nil {
+					return fmt.Errorf("rescale: copying %s: %w", key, err)
+				}
+				info, err := t.req.Dst.Stat(gctx, dk)
+				if err != nil {
+					return fmt.Errorf("rescale: copied %s: %w", dk, err)
+				}
+				if info.Size != sizes[i] {
+					return fmt.Errorf("rescale: copy of %s has %d bytes, source %d", key, info.Size, sizes[i])
+				}
+				if t.req.Progress != nil {
+					t.req.Progress.Add(info.Size)
+				}
+				out[i] = s3.Written{Key: dk, Size: info.Size}
+				return nil
 			}
-			info, err := t.req.Dst.Stat(ctx, dk)
+			rc, err := t.req.Src.Store.Get(gctx, key)
 			if err != nil {
-				return nil, fmt.Errorf("rescale: copied %s: %w", dk, err)
+				return fmt.Errorf("rescale: %s: %w", key, err)
 			}
-			out = append(out, s3.Written{Key: dk, Size: info.Size})
-			res.CopiedBytes += info.Size
-		} else {
-			info, err := t.req.Src.Store.Stat(ctx, key)
+			defer rc.Close()
+			w, err := s3.PutHashed(gctx, t.req.Dst, dk, progressReader{rc, t.req.Progress}, sizes[i])
 			if err != nil {
-				return nil, fmt.Errorf("rescale: %s: %w", key, err)
+				return fmt.Errorf("rescale: copying %s: %w", key, err)
 			}
-			rc, err := t.req.Src.Store.Get(ctx, key)
-			if err != nil {
-				return nil, fmt.Errorf("rescale: %s: %w", key, err)
-			}
-			w, err := s3.PutHashed(ctx, t.req.Dst, dk, progressReader{rc, t.req.Progress}, info.Size)
-			rc.Close()
-			if err != nil {
-				return nil, fmt.Errorf("rescale: copying %s: %w", key, err)
-			}
-			out = append(out, w)
-			res.CopiedBytes += w.Size
-		}
+			out[i] = w
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	for _, w := range out {
+		res.CopiedBytes += w.Size
 		res.CopiedFiles++
 	}
 	return out, nil

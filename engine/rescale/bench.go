@@ -31,17 +31,19 @@ type BenchConfig struct {
 	// caps every proxied connection during restores (0 = no cap).
 	Latency, Jitter time.Duration
 	BandwidthKBps   int64
-	// Parallel ranged reads per restoring subtask.
-	Parallel int
-	TempDir  string
-	Log      func(format string, args ...any) `json:"-"`
+	// Parallel downloads per restoring subtask from the plan;
+	// BaselineParallel for the whole-handle baseline (4 = Flink's default
+	// state.backend.rocksdb.checkpoint.transfer.thread.num).
+	Parallel, BaselineParallel int
+	TempDir                    string
+	Log                        func(format string, args ...any) `json:"-"`
 }
 
 // DefaultBenchConfig is 524,288 keys × 8 KiB (4 GiB) at parallelism 2
 // scaled by scale; quick uses a small state with the same proxy settings.
 func DefaultBenchConfig(quick bool, scale float64) BenchConfig {
 	c := BenchConfig{Keys: 524288, ValueSize: 8 << 10, MaxParallelism: 128, From: 2, To: 3,
-		Latency: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, BandwidthKBps: 1_000_000_000 / 8 / 1000, Parallel: 8}
+		Latency: 40 * time.Millisecond, Jitter: 5 * time.Millisecond, BandwidthKBps: 1_000_000_000 / 8 / 1000, Parallel: 16, BaselineParallel: 4}
 	if quick {
 		c.Keys = 8192
 	}
@@ -253,7 +255,11 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 		g, gctx := errgroup.WithContext(ctx)
 		for i := 0; i < newP; i++ {
 			g.Go(func() error {
-				b, s, err := Restore(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), whole, checkpoint.RestoreOptions{Parallel: cfg.Parallel, KeyGroupFiles: true})
+				par := cfg.Parallel
+				if whole {
+					par = cfg.BaselineParallel
+				}
+				b, s, err := Restore(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), whole, checkpoint.RestoreOptions{Parallel: max(1, par), KeyGroupFiles: true})
 				if err != nil {
 					return err
 				}

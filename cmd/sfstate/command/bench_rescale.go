@@ -20,6 +20,7 @@ func init() {
 			&cli.BoolFlag{Name: "quick", Usage: "small state (8,192 keys × 8 KiB), same proxy, latency and cap"},
 			&cli.Float64Flag{Name: "scale", Usage: "multiply the key count (524,288 × 8 KiB = 4 GiB) by this factor"},
 			&cli.StringFlag{Name: "dir", Usage: "scratch directory (default: system temp)"},
+			&cli.BoolFlag{Name: "json", Usage: "machine-readable output (also as a global flag)"},
 		},
 		Action: runBenchRescale,
 	})
