@@ -90,7 +90,9 @@ func uuid() string {
 // or inline when small), entries in key-group order straight from the
 // backends' range scans (memory does not grow with state size), and
 // `_metadata` last, with PutIfAbsent, after every data file is confirmed.
-// It returns the metadata written.
+// It returns the metadata written. The backends must not be written while
+// Export runs (Backend.Scan's contract): the states of a subtask are
+// scanned concurrently and merged by key group.
 func Export(ctx context.Context, ops []Operator, store s3.Storage, o ExportOptions) (*savepoint.Metadata, Stats, error) {
 	var stats Stats
 	if o.CheckpointID == 0 {
