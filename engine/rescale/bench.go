@@ -23,20 +23,24 @@ import (
 
 // BenchConfig sizes the remote rescale benchmark.
 type BenchConfig struct {
-	Keys, ValueSize int
-	MaxParallelism  int
+	Keys           int `json:"keys"`
+	ValueSize      int `json:"value_size"`
+	MaxParallelism int `json:"max_parallelism"`
 	// From and To: the first rescale goes From→To, the second To→From.
-	From, To int
+	From int `json:"from"`
+	To   int `json:"to"`
 	// Latency and Jitter are added each way by the proxy; BandwidthKBps
 	// caps every proxied connection during restores (0 = no cap).
-	Latency, Jitter time.Duration
-	BandwidthKBps   int64
+	Latency       time.Duration `json:"latency_ns"`
+	Jitter        time.Duration `json:"jitter_ns"`
+	BandwidthKBps int64         `json:"bandwidth_kbps"`
 	// Parallel downloads per restoring subtask from the plan;
 	// BaselineParallel for the whole-handle baseline (4 = Flink's default
 	// state.backend.rocksdb.checkpoint.transfer.thread.num).
-	Parallel, BaselineParallel int
-	TempDir                    string
-	Log                        func(format string, args ...any) `json:"-"`
+	Parallel         int                              `json:"parallel"`
+	BaselineParallel int                              `json:"baseline_parallel"`
+	TempDir          string                           `json:"-"`
+	Log              func(format string, args ...any) `json:"-"`
 }
 
 // DefaultBenchConfig is 524,288 keys × 8 KiB (4 GiB) at parallelism 2
