@@ -317,3 +317,46 @@ func TestAdoptAfterRestore(t *testing.T) {
 	back, _ := restoreAll(t, st, 2, 3, RestoreOptions{})
 	checkRestored(t, c2.want, back)
 }
+
+// TestTakeReturnsBeforeUpload: Take returns once the local checkpoints
+// exist; uploads that cannot finish yet do not hold it up.
+func TestTakeReturnsBeforeUpload(t *testing.T) {
+	ctx := context.Background()
+	fs := &faultStore{Storage: localStore(t)}
+	c := newCluster(t, 2)
+	c.write(0, 2000, "a", false)
+	release := make(chan struct{})
+	fs.set(nil, func(string) time.Duration { <-release; return 0 })
+	cp := New(fs, Options{})
+	p, err := cp.Take(ctx, c.backends, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Done():
+		t.Fatal("checkpoint finished although no upload could complete")
+	default:
+	}
+	// The backends are writable again right away; the checkpoint keeps
+	// the state as of Take.
+	want := copyWant(c.want)
+	c.write(1000, 2500, "b", true)
+	close(release)
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restored, _ := restoreAll(t, fs, 1, 2, RestoreOptions{})
+	checkRestored(t, want, restored)
+}
+
+func TestHeapBackendIsRefused(t *testing.T) {
+	b, err := engine.OpenHeap(engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}, testStates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	_, err = New(localStore(t), Options{}).Take(context.Background(), []engine.Backend{b}, 1)
+	if !errors.Is(err, engine.ErrNotNative) {
+		t.Fatalf("heap backend: %v", err)
+	}
+}
