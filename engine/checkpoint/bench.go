@@ -325,7 +325,7 @@ func benchVariant(ctx context.Context, cfg BenchConfig, logf func(string, ...any
 			total.FilesSkipped, total.Imported, total.KeysCopied,
 			total.Download.Seconds(), total.Build.Seconds(), total.Clip.Seconds(), total.Copy.Seconds())
 		if rc.p == cfg.Parallelism {
-			if row.PlainSeconds, err = plainDownload(ctx, st, r2.Manifest, cfg.Parallel*cfg.Parallelism); err != nil {
+			if row.PlainSeconds, err = plainDownload(ctx, st, r2.Manifest, filepath.Join(scratch, "plain-download"), cfg.Parallel*cfg.Parallelism); err != nil {
 				return err
 			}
 			row.PlainMiBps = mibps(total.BytesDownloaded, time.Duration(row.PlainSeconds*float64(time.Second)))
@@ -400,9 +400,13 @@ func plainUpload(ctx context.Context, st s3.Storage, dir, prefix string, sizes [
 	return time.Since(start).Seconds(), nil
 }
 
-// plainDownload times reading every object of m into memory-discarding
-// sinks with the given parallelism.
-func plainDownload(ctx context.Context, st s3.Storage, m *Manifest, parallel int) (float64, error) {
+// plainDownload times downloading every object of m into local files (in
+// dir, removed afterwards) with the given parallelism.
+func plainDownload(ctx context.Context, st s3.Storage, m *Manifest, dir string, parallel int) (float64, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
 	var keys []string
 	for _, s := range m.Subtasks {
 		for _, f := range s.Shared {
@@ -415,15 +419,22 @@ func plainDownload(ctx context.Context, st s3.Storage, m *Manifest, parallel int
 	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(parallel, 1))
-	for _, k := range keys {
-		k := k
+	for i, k := range keys {
+		i, k := i, k
 		g.Go(func() error {
 			rc, err := st.Get(gctx, k)
 			if err != nil {
 				return err
 			}
 			defer rc.Close()
-			_, err = io.Copy(io.Discard, rc)
+			f, err := os.Create(filepath.Join(dir, fmt.Sprint(i)))
+			if err != nil {
+				return err
+			}
+			_, err = io.Copy(f, rc)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
 			return err
 		})
 	}

@@ -105,6 +105,6 @@ func runBenchCheckpoint(c *cli.Context) error {
 	fmt.Fprintln(w, "sync ms: time Take blocks (memtable flush + hard links); the upload continues in the background.")
 	fmt.Fprintln(w, "fetched/size: bytes a restore downloads over the checkpoint size (1.00 = each byte once).")
 	fmt.Fprintln(w, "key-group files: compactions cut SST files at key-group boundaries, a rescaled restore imports only its key groups' files.")
-	fmt.Fprintln(w, "plain: the same bytes as the same number of objects, uploaded from local files / downloaded to memory, same transfers in flight.")
+	fmt.Fprintln(w, "plain: the same bytes as the same number of objects, uploaded from / downloaded to local files, same transfers in flight.")
 	return nil
 }
