@@ -150,6 +150,9 @@ func (w *rewriter) operator(op *savepoint.OperatorState) (*savepoint.OperatorSta
 	if err != nil {
 		return nil, stats, err
 	}
+	if w.req.Src.FormatType() == savepoint.FormatNative {
+		return nil, stats, fmt.Errorf("%w: operator %s: %s is a NATIVE savepoint; its keyed files are in a backend's own layout and cannot be rewritten (rescale it without --merge-files/--max-parallelism)", ErrUnsupported, op.ID, w.req.Src.Name())
+	}
 	hasOpState := false
 	for _, st := range op.Subtasks {
 		if st.Finished || st.RawKeyed != nil || len(st.InputChannels) > 0 || len(st.OutputChannels) > 0 {
@@ -238,6 +241,9 @@ func (w *rewriter) operator(op *savepoint.OperatorState) (*savepoint.OperatorSta
 				return nil
 			})
 			if err != nil {
+				if s.h.Tag == savepoint.TagKeyGroupsV2 {
+					err = fmt.Errorf("%w (tag-12 checkpoint handles of the heap backend use a native layout that cannot be rewritten)", err)
+				}
 				return nil, stats, err
 			}
 		}

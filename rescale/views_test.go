@@ -176,6 +176,9 @@ func TestFailureLeavesNoMetadata(t *testing.T) {
 		if statErr == nil {
 			t.Fatalf("failure after %d writes left a _metadata", after)
 		}
+		if left, _ := os.ReadDir(dst); len(left) > 0 {
+			t.Fatalf("failure after %d writes left %d files behind, e.g. %s", after, len(left), left[0].Name())
+		}
 	}
 	if treeHash(t, src) != before {
 		t.Fatal("source changed")
