@@ -29,7 +29,7 @@ type GenConfig struct {
 	// Keys is the number of join keys per side; Rows the total number of
 	// distinct rows over both sides.
 	Keys, Rows int
-	// Skewed draws the rows' keys from a Zipf distribution (s = 1.2)
+	// Skewed draws the rows' keys from a Zipf distribution (s = 1.2, v = 50)
 	// instead of uniformly.
 	Skewed bool
 	// Payload is the padding bytes of each row (rows carry an 8-byte id
@@ -87,7 +87,7 @@ func GenerateCheckpoint(ctx context.Context, st s3.Storage, cfg GenConfig) (*Gen
 	// rows per (side, key)
 	perKey := make([]int, 2*cfg.Keys)
 	if cfg.Skewed {
-		z := rand.NewZipf(rng, 1.2, 1, uint64(2*cfg.Keys-1))
+		z := rand.NewZipf(rng, 1.2, 50, uint64(2*cfg.Keys-1))
 		for i := 0; i < cfg.Rows; i++ {
 			perKey[z.Uint64()]++
 		}
