@@ -63,45 +63,72 @@ func GenSchema(ttl time.Duration) *engine.Schema {
 // exports them as a canonical savepoint into store under dir. It returns
 // the number of entries written.
 func Generate(ctx context.Context, store s3.Storage, dir string, o GenOptions) (int64, error) {
-	if o.Parallelism <= 0 || o.MaxParallelism < o.Parallelism {
-		return 0, fmt.Errorf("restore: generate: parallelism %d, max parallelism %d", o.Parallelism, o.MaxParallelism)
-	}
-	if o.Spread <= 0 {
-		o.Spread = 1000
-	}
 	tmp, err := os.MkdirTemp(o.TempDir, "sfstate-gen-*")
 	if err != nil {
 		return 0, err
 	}
 	defer os.RemoveAll(tmp)
-	schema := GenSchema(24 * time.Hour)
-	clock := engine.NewManualClock(o.Now)
+	o.TempDir = tmp
+	bes, schema, clock, total, err := GenerateBackends(o)
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		for _, be := range bes {
+			be.Close()
+		}
+	}()
 	op := canonical.Operator{UID: "verify-generated", Parallelism: o.Parallelism, MaxParallelism: o.MaxParallelism}
-	var total int64
-	for i := 0; i < o.Parallelism; i++ {
-		r := keygroups.RangeForSubtask(o.MaxParallelism, o.Parallelism, i)
-		l := engine.Layout{MaxParallelism: o.MaxParallelism, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
-		var be engine.Backend
-		if o.Backend == "heap" {
-			be, err = engine.OpenHeap(l, schema.Descs())
-		} else {
-			be, err = engine.OpenRocksDB(filepath.Join(tmp, fmt.Sprint(i)), l, schema.Descs(), engine.RocksOptions{Clock: clock, WriteBufferSize: 32 << 20})
-		}
-		if err != nil {
-			return 0, err
-		}
-		defer be.Close()
-		n, err := genFill(be, schema, o)
-		if err != nil {
-			return 0, err
-		}
-		total += n
+	for i, be := range bes {
 		op.Subtasks = append(op.Subtasks, canonical.Subtask{Index: i, Operator: engine.NewOperator(be, clock), Schema: schema})
 	}
 	if _, _, err := canonical.Export(ctx, []canonical.Operator{op}, store, canonical.ExportOptions{Dir: dir, TempDir: tmp, InlineThreshold: o.InlineThreshold, Compress: o.Compress}); err != nil {
 		return 0, err
 	}
 	return total, nil
+}
+
+// GenerateBackends opens o.Parallelism backends (RocksDB instances under
+// o.TempDir, or heap) filled with GenSchema state; the caller closes them.
+// It returns the backends, their schema and clock, and the entries written.
+func GenerateBackends(o GenOptions) ([]engine.Backend, *engine.Schema, *engine.Clock, int64, error) {
+	if o.Parallelism <= 0 || o.MaxParallelism < o.Parallelism {
+		return nil, nil, nil, 0, fmt.Errorf("restore: generate: parallelism %d, max parallelism %d", o.Parallelism, o.MaxParallelism)
+	}
+	if o.Spread <= 0 {
+		o.Spread = 1000
+	}
+	schema := GenSchema(24 * time.Hour)
+	clock := engine.NewManualClock(o.Now)
+	var bes []engine.Backend
+	fail := func(err error) ([]engine.Backend, *engine.Schema, *engine.Clock, int64, error) {
+		for _, be := range bes {
+			be.Close()
+		}
+		return nil, nil, nil, 0, err
+	}
+	var total int64
+	for i := 0; i < o.Parallelism; i++ {
+		r := keygroups.RangeForSubtask(o.MaxParallelism, o.Parallelism, i)
+		l := engine.Layout{MaxParallelism: o.MaxParallelism, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
+		var be engine.Backend
+		var err error
+		if o.Backend == "heap" {
+			be, err = engine.OpenHeap(l, schema.Descs())
+		} else {
+			be, err = engine.OpenRocksDB(filepath.Join(o.TempDir, fmt.Sprintf("gen-%d", i)), l, schema.Descs(), engine.RocksOptions{Clock: clock, WriteBufferSize: 32 << 20, ErrorIfExists: true})
+		}
+		if err != nil {
+			return fail(err)
+		}
+		bes = append(bes, be)
+		n, err := genFill(be, schema, o)
+		if err != nil {
+			return fail(err)
+		}
+		total += n
+	}
+	return bes, schema, clock, total, nil
 }
 
 func genFill(be engine.Backend, s *engine.Schema, o GenOptions) (int64, error) {

@@ -1,12 +1,14 @@
 package command
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 
+	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/verify"
 	"github.com/urfave/cli/v2"
@@ -15,6 +17,33 @@ import (
 // verifyRestorer restores into engine backends; it is set by verify_cgo.go
 // when the engine is built in (cgo), and nil otherwise.
 var verifyRestorer verify.Restorer
+
+// verifyNative verifies a native checkpoint of the engine (checkpoint id in
+// a store rooted where shared/ and chk-<id>/ live); set by verify_cgo.go.
+var verifyNative func(ctx context.Context, st s3.Storage, id int64, o verify.Options) (*verify.Report, error)
+
+// nativeCheckpointArg recognizes ".../chk-<id>" (or its _metadata) and
+// returns the store root and the id.
+func nativeCheckpointArg(arg string) (root string, id int64, ok bool) {
+	a := strings.TrimSuffix(strings.TrimSuffix(arg, "/"), "/"+savepoint.MetadataName)
+	i := strings.LastIndex(a, "/")
+	if i < 0 {
+		return "", 0, false
+	}
+	base := a[i+1:]
+	if !strings.HasPrefix(base, "chk-") {
+		return "", 0, false
+	}
+	id, err := strconv.ParseInt(strings.TrimPrefix(base, "chk-"), 10, 64)
+	if err != nil || id < 0 {
+		return "", 0, false
+	}
+	root = a[:i]
+	if root == "" || strings.HasSuffix(root, ":/") || strings.HasSuffix(root, ":") {
+		return "", 0, false
+	}
+	return root, id, true
+}
 
 func init() {
 	Register(&cli.Command{
@@ -89,7 +118,39 @@ func runVerify(c *cli.Context) error {
 	} else if c.String("now") != "" {
 		return Failf(ExitUsage, "--now needs --ttl")
 	}
-	sp, err := openSavepointArg(c.Context, c, c.Args().First())
+	arg := c.Args().First()
+	backends, err := verifyBackends(c.String("backends"))
+	if err != nil {
+		return Fail(ExitUsage, err)
+	}
+	if root, id, ok := nativeCheckpointArg(arg); ok && verifyNative != nil && c.String("against") == "" {
+		st, _, err := savepointStore(c.Context, c, root)
+		if err == nil {
+			if _, serr := st.Stat(c.Context, fmt.Sprintf("chk-%d/manifest.json", id)); serr == nil {
+				if c.IsSet("parallelism") {
+					pars, err := verifyParallelisms(c.String("parallelism"), nil)
+					if err != nil {
+						return Fail(ExitUsage, err)
+					}
+					for _, b := range backends {
+						for _, p := range pars {
+							o.Targets = append(o.Targets, verify.Target{Backend: b, Parallelism: p})
+						}
+					}
+				} else {
+					for _, b := range backends {
+						o.Targets = append(o.Targets, verify.Target{Backend: b}, verify.Target{Backend: b, Parallelism: -1})
+					}
+				}
+				r, err := verifyNative(c.Context, st, id, o)
+				if err != nil {
+					return Fail(ExitIO, err)
+				}
+				return verifyOutput(c, g, r)
+			}
+		}
+	}
+	sp, err := openSavepointArg(c.Context, c, arg)
 	if err != nil {
 		return err
 	}
@@ -98,10 +159,6 @@ func runVerify(c *cli.Context) error {
 			return err
 		}
 		o.AgainstName = "against " + o.Against.Name()
-	}
-	backends, err := verifyBackends(c.String("backends"))
-	if err != nil {
-		return Fail(ExitUsage, err)
 	}
 	if len(backends) > 0 {
 		if verifyRestorer == nil {
@@ -225,7 +282,7 @@ func verifyBackends(s string) ([]string, error) {
 // own (0) and one more than the largest operator parallelism, when every
 // operator's max parallelism allows it.
 func verifyParallelisms(s string, sp *savepoint.Savepoint) ([]int, error) {
-	if s == "" {
+	if s == "" && sp != nil {
 		p, maxP := 0, 1<<30
 		for _, op := range sp.Meta.Operators {
 			keyed := false

@@ -4,4 +4,7 @@ package command
 
 import "github.com/sfstate/sfstate/verify/restore"
 
-func init() { verifyRestorer = &restore.Restorer{} }
+func init() {
+	verifyRestorer = &restore.Restorer{}
+	verifyNative = restore.VerifyNative
+}

@@ -1,0 +1,60 @@
+//go:build cgo
+
+package command
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/verify/restore"
+)
+
+// TestVerifyNativeCheckpoint: `sfstate verify .../chk-N` restores an
+// engine checkpoint at its parallelism and one more on both backends.
+func TestVerifyNativeCheckpoint(t *testing.T) {
+	root := t.TempDir()
+	store, _ := s3.NewLocal(root)
+	bes, _, _, n, err := restore.GenerateBackends(restore.GenOptions{Keys: 500, Parallelism: 2, MaxParallelism: 32, Now: 1_750_000_000_000, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for _, be := range bes {
+			be.Close()
+		}
+	}()
+	if _, err := checkpoint.New(store, checkpoint.Options{}).TakeSync(context.Background(), bes, 3); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "--json", "verify", "--temp-dir", t.TempDir(), filepath.Join(root, "chk-3"))
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s\n%s", code, errOut, out)
+	}
+	var r struct {
+		OK      bool `json:"ok"`
+		Targets []struct {
+			Name string `json:"name"`
+		} `json:"targets"`
+		Digest struct {
+			Groups []struct {
+				Entries int64 `json:"entries"`
+			} `json:"groups"`
+		} `json:"digest"`
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, g := range r.Digest.Groups {
+		total += g.Entries
+	}
+	names := fmt.Sprint(r.Targets)
+	if !r.OK || total != n || len(r.Targets) != 4 || names != "[{rocksdb@p2} {rocksdb@p3} {heap@p2} {heap@p3}]" {
+		t.Fatalf("ok %v, %d of %d entries, targets %s", r.OK, total, n, names)
+	}
+}
