@@ -355,6 +355,40 @@ type StateSchema struct {
 	// info (kept from an imported savepoint, so serializer snapshots
 	// survive byte for byte).
 	Meta *flinkwrite.StateMetaInfo
+	// Join, when set, marks the state as the join-record state of package
+	// recordstore (its record layout, a map state, or its bucket layout, a
+	// value state; Name is the layout's state name). Its content leaves the
+	// engine as Flink's two join states, see JoinSides.
+	Join *JoinSides
+}
+
+// JoinSides describes how a join-record state maps to Flink's regular
+// join: per input side one MAP state (default names "left-records" and
+// "right-records") keyed by the join key, void namespace, user key = the
+// input row (RowDataSerializer), value = the row's count (Integer),
+// TTL-wrapped per entry when the state has a TTL (the record's last-write
+// time travels as the TtlValue timestamp).
+type JoinSides struct {
+	// Left and Right are the input row types (TypeRow); rows are stored in
+	// the engine as compact rowcodec rows.
+	Left, Right Type
+	// LeftName and RightName are the Flink state names.
+	LeftName, RightName string
+	// LeftMeta and RightMeta, when set, are written verbatim (kept from an
+	// imported savepoint).
+	LeftMeta, RightMeta *flinkwrite.StateMetaInfo
+}
+
+// Names returns the Flink state names of the two sides.
+func (j *JoinSides) Names() (left, right string) {
+	left, right = j.LeftName, j.RightName
+	if left == "" {
+		left = "left-records"
+	}
+	if right == "" {
+		right = "right-records"
+	}
+	return left, right
 }
 
 // Desc is the engine declaration of the state.
@@ -367,6 +401,23 @@ func (s StateSchema) Validate() error {
 	}
 	if s.Name == "" {
 		return errors.New("engine: state without name")
+	}
+	if s.Join != nil {
+		if s.Kind != KindMap && s.Kind != KindValue {
+			return fail("join records are a map (record layout) or value (bucket layout) state, not %s", s.Kind)
+		}
+		for _, t := range []Type{s.Join.Left, s.Join.Right} {
+			if t.Kind != TypeRow {
+				return fail("join input rows must be rows, not %s", t.Kind)
+			}
+			if err := t.Validate(); err != nil {
+				return fail("join row: %v", err)
+			}
+		}
+		if l, r := s.Join.Names(); l == r {
+			return fail("both join sides named %q", l)
+		}
+		return nil
 	}
 	if s.Kind == KindPriorityQueue {
 		if s.Value.Kind != TypeRaw {
@@ -413,12 +464,48 @@ func (s StateSchema) Validate() error {
 	return nil
 }
 
+// FlinkMetas returns the meta infos of the Flink states the state becomes:
+// one (FlinkMeta), or two for join records (left side, then right side).
+func (s StateSchema) FlinkMetas() ([]flinkwrite.StateMetaInfo, error) {
+	if s.Join == nil {
+		m, err := s.FlinkMeta()
+		if err != nil {
+			return nil, err
+		}
+		return []flinkwrite.StateMetaInfo{m}, nil
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	ln, rn := s.Join.Names()
+	var out []flinkwrite.StateMetaInfo
+	for i, side := range []struct {
+		name string
+		row  Type
+		meta *flinkwrite.StateMetaInfo
+	}{{ln, s.Join.Left, s.Join.LeftMeta}, {rn, s.Join.Right, s.Join.RightMeta}} {
+		if side.meta != nil {
+			out = append(out, *side.meta)
+			continue
+		}
+		m, err := StateSchema{Name: side.name, Kind: KindMultiset, Namespace: VoidType, UserKey: side.row, TTL: s.TTL}.FlinkMeta()
+		if err != nil {
+			return nil, fmt.Errorf("engine: state %q side %d: %w", s.Name, i, err)
+		}
+		out = append(out, m)
+	}
+	return out, nil
+}
+
 // FlinkMeta returns the state's meta info as Flink writes it into a keyed
 // stream header or a checkpoint's meta data: KEYED_STATE_TYPE, value and
 // namespace serializer snapshots (TTL-wrapped when the state has a TTL;
 // MapSerializer for maps and multisets), or the element serializer of a
-// priority queue.
+// priority queue. Join-record states have two (FlinkMetas).
 func (s StateSchema) FlinkMeta() (flinkwrite.StateMetaInfo, error) {
+	if s.Join != nil {
+		return flinkwrite.StateMetaInfo{}, fmt.Errorf("engine: state %q holds join records, which are two Flink states (FlinkMetas)", s.Name)
+	}
 	if s.Meta != nil {
 		return *s.Meta, nil
 	}
@@ -509,10 +596,20 @@ func (s *Schema) Validate() error {
 	}
 	seen := map[string]bool{}
 	for _, st := range s.States {
-		if seen[st.Name] {
-			return fmt.Errorf("engine: state %q described twice", st.Name)
+		names := []string{st.Name}
+		if st.Join != nil {
+			l, r := st.Join.Names()
+			names = []string{l, r}
+			if s.Key.Kind != TypeRow {
+				return fmt.Errorf("engine: join state %q needs a row key, not %s", st.Name, s.Key.Kind)
+			}
 		}
-		seen[st.Name] = true
+		for _, n := range names {
+			if seen[n] {
+				return fmt.Errorf("engine: state %q described twice", n)
+			}
+			seen[n] = true
+		}
 		if st.Meta == nil {
 			if err := st.Validate(); err != nil {
 				return err
@@ -538,7 +635,8 @@ func (s *Schema) Matches(states []StateDesc) error {
 }
 
 // FlinkHeader returns the keyed-stream header (key serializer snapshot and
-// meta info of every state, in order) of the operator.
+// meta info of every state, in order; join-record states contribute two)
+// of the operator.
 func (s *Schema) FlinkHeader(compressed bool) (flinkwrite.Header, error) {
 	if err := s.Validate(); err != nil {
 		return flinkwrite.Header{}, err
@@ -549,11 +647,11 @@ func (s *Schema) FlinkHeader(compressed bool) (flinkwrite.Header, error) {
 	}
 	h := flinkwrite.Header{Compressed: compressed, KeySerializer: ks}
 	for _, st := range s.States {
-		m, err := st.FlinkMeta()
+		ms, err := st.FlinkMetas()
 		if err != nil {
 			return flinkwrite.Header{}, err
 		}
-		h.States = append(h.States, m)
+		h.States = append(h.States, ms...)
 	}
 	return h, nil
 }

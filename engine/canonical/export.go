@@ -249,20 +249,36 @@ func WriteStream(ctx context.Context, w io.Writer, op *engine.Operator, schema *
 		return nil, 0, err
 	}
 	codecs := make([]*stateCodec, len(schema.States))
+	joins := make([]*joinCodec, len(schema.States))
+	flinkIDs := make([]int, len(schema.States))
+	id := 0
 	for i, s := range schema.States {
+		flinkIDs[i] = id
+		if s.Join != nil {
+			if joins[i], err = newJoinCodec(schema.Key, s); err != nil {
+				return nil, 0, err
+			}
+			id += 2
+			continue
+		}
 		if codecs[i], err = newStateCodec(schema.Key, s); err != nil {
 			return nil, 0, err
 		}
+		id++
 	}
 	width := l.Width()
-	// One streaming range scan per state over the whole key-group range,
-	// merged by key group: the writer needs every state of a key group
-	// before the next key group, and one scan per state (instead of one
-	// per state and key group) keeps the cost linear on every backend.
+	// One streaming scan per state over the whole key-group range, merged
+	// by key group: the writer needs every state of a key group before the
+	// next key group, and one scan per state (instead of one per state and
+	// key group) keeps the cost linear on every backend.
 	done := make(chan struct{})
 	curs := make([]*cursor, len(op.States()))
 	for i, s := range op.States() {
-		curs[i] = startCursor(s, l, done)
+		if joins[i] != nil {
+			curs[i] = startCursor(s.Desc().Name, joinScan(op, schema.States[i], l), done)
+		} else {
+			curs[i] = startCursor(s.Desc().Name, stateScan(s, l), done)
+		}
 	}
 	defer func() {
 		close(done)
@@ -293,26 +309,34 @@ func WriteStream(ctx context.Context, w io.Writer, op *engine.Operator, schema *
 			}
 		}
 		for i, c := range curs {
-			cd := codecs[i]
+			cd, jc := codecs[i], joins[i]
 			for {
 				it, ok := c.next(kg)
 				if !ok {
 					break
 				}
-				if cd.s.Kind == engine.KindList && len(it.payload) == 0 {
-					continue // Flink never writes empty lists
+				stateID := flinkIDs[i]
+				if jc != nil {
+					if kbuf, vbuf, err = jc.flinkEntry(kbuf[:0], vbuf[:0], kg, width, it); err != nil {
+						return nil, 0, fmt.Errorf("state %q key group %d: %w", c.name, kg, err)
+					}
+					stateID += int(it.side)
+				} else {
+					if cd.s.Kind == engine.KindList && len(it.payload) == 0 {
+						continue // Flink never writes empty lists
+					}
+					_, key, ns, rest, err := op.DecodeKey(it.stored)
+					if err != nil {
+						return nil, 0, err
+					}
+					if kbuf, err = cd.flinkKey(kbuf[:0], kg, width, key, ns, rest); err != nil {
+						return nil, 0, fmt.Errorf("state %q key group %d: %w", cd.s.Name, kg, err)
+					}
+					if vbuf, err = cd.flinkValue(vbuf[:0], it.ts, it.payload); err != nil {
+						return nil, 0, fmt.Errorf("state %q key group %d: %w", cd.s.Name, kg, err)
+					}
 				}
-				_, key, ns, rest, err := op.DecodeKey(it.stored)
-				if err != nil {
-					return nil, 0, err
-				}
-				if kbuf, err = cd.flinkKey(kbuf[:0], kg, width, key, ns, rest); err != nil {
-					return nil, 0, fmt.Errorf("state %q key group %d: %w", cd.s.Name, kg, err)
-				}
-				if vbuf, err = cd.flinkValue(vbuf[:0], it.ts, it.payload); err != nil {
-					return nil, 0, fmt.Errorf("state %q key group %d: %w", cd.s.Name, kg, err)
-				}
-				if err = kw.Add(kg, i, kbuf, vbuf); err != nil {
+				if err = kw.Add(kg, stateID, kbuf, vbuf); err != nil {
 					return nil, 0, err
 				}
 				n++
@@ -340,8 +364,10 @@ func encodeStream(ctx context.Context, op *engine.Operator, schema *engine.Schem
 type scanItem struct {
 	kg      int
 	ts      int64
-	stored  []byte
-	payload []byte
+	stored  []byte // stored key; join records: the join key
+	payload []byte // payload; join records: the compact row
+	side    uint8  // join records: 0 left, 1 right
+	count   int64  // join records: the row's count
 }
 
 // scanBatch carries up to scanBatchLen entries in one arena.
@@ -367,8 +393,12 @@ type cursor struct {
 	err  error // set by the producer before ch is closed
 }
 
-func startCursor(s *engine.State, l engine.Layout, done <-chan struct{}) *cursor {
-	c := &cursor{name: s.Desc().Name, ch: make(chan *scanBatch, 1), free: make(chan *scanBatch, 3)}
+// emitFunc hands one entry to a cursor; false stops the scan.
+type emitFunc func(kg int, ts int64, a, b []byte, side uint8, count int64) bool
+
+// startCursor runs scan in a goroutine and streams what it emits.
+func startCursor(name string, scan func(emit emitFunc) error, done <-chan struct{}) *cursor {
+	c := &cursor{name: name, ch: make(chan *scanBatch, 1), free: make(chan *scanBatch, 3)}
 	for i := 0; i < 3; i++ {
 		c.free <- &scanBatch{}
 	}
@@ -401,12 +431,7 @@ func startCursor(s *engine.State, l engine.Layout, done <-chan struct{}) *cursor
 			return
 		}
 		stopped := false
-		err := s.ScanKeyGroups(l.Range.Start, l.Range.End, func(stored []byte, ts int64, payload []byte) bool {
-			kg, err := l.KeyGroupOf(stored)
-			if err != nil {
-				perr = err
-				return false
-			}
+		err := scan(func(kg int, ts int64, x, y []byte, side uint8, count int64) bool {
 			if len(b.items) >= scanBatchLen || len(b.arena) >= scanBatchBytes {
 				if !send() || !get() {
 					stopped = true
@@ -414,12 +439,13 @@ func startCursor(s *engine.State, l engine.Layout, done <-chan struct{}) *cursor
 				}
 			}
 			at := len(b.arena)
-			b.arena = append(b.arena, stored...)
-			b.arena = append(b.arena, payload...)
-			b.items = append(b.items, scanItem{kg: kg, ts: ts, stored: b.arena[at : at+len(stored) : at+len(stored)], payload: b.arena[at+len(stored):]})
+			b.arena = append(b.arena, x...)
+			b.arena = append(b.arena, y...)
+			b.items = append(b.items, scanItem{kg: kg, ts: ts, side: side, count: count,
+				stored: b.arena[at : at+len(x) : at+len(x)], payload: b.arena[at+len(x):]})
 			return true
 		})
-		if perr == nil {
+		if perr == nil && !stopped {
 			perr = err
 		}
 		if perr == nil && !stopped && len(b.items) > 0 {
@@ -427,6 +453,25 @@ func startCursor(s *engine.State, l engine.Layout, done <-chan struct{}) *cursor
 		}
 	}()
 	return c
+}
+
+// stateScan scans one engine state's live entries.
+func stateScan(s *engine.State, l engine.Layout) func(emitFunc) error {
+	return func(emit emitFunc) error {
+		var kerr error
+		err := s.ScanKeyGroups(l.Range.Start, l.Range.End, func(stored []byte, ts int64, payload []byte) bool {
+			kg, err := l.KeyGroupOf(stored)
+			if err != nil {
+				kerr = err
+				return false
+			}
+			return emit(kg, ts, stored, payload, 0, 0)
+		})
+		if err == nil {
+			err = kerr
+		}
+		return err
+	}
 }
 
 // fill makes cur hold an unread item; false at the end of the scan.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 	"github.com/sfstate/sfstate/savepoint/keyed"
@@ -43,6 +44,11 @@ type ImportOptions struct {
 	// multisets (join records). Nil means "left-records" and
 	// "right-records"; an empty non-nil map imports every map as a map.
 	Multisets map[string]bool
+	// JoinRecords, when recordstore.LayoutRecord, imports the two MAP
+	// states of a regular join (the Multisets names, both MAP<row,
+	// Integer>) into one recordstore join state (record layout) instead of
+	// two engine multisets.
+	JoinRecords recordstore.Layout
 	// BatchSize is the number of entries per write batch (default 4096).
 	BatchSize int
 	// ReadAhead is the range-read buffer per stream (0 = default).
@@ -92,8 +98,13 @@ type importFile struct {
 	obj    *savepoint.Object
 	header *keyed.Header
 	name   string
-	// stateMap maps the file's state ids to schema state indexes.
-	stateMap []int
+	// stateMap maps the file's state ids to schema states (and join side).
+	stateMap []stateRef
+}
+
+type stateRef struct {
+	idx  int
+	side uint8
 }
 
 type importPlan struct {
@@ -101,6 +112,7 @@ type importPlan struct {
 	files  []*importFile
 	schema *engine.Schema
 	codecs []*stateCodec
+	joins  []*joinCodec
 }
 
 // Import restores the keyed state of sp into new backends opened by
@@ -224,13 +236,13 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 		} else if kt.Kind != s.Key.Kind || len(kt.Fields) != len(s.Key.Fields) {
 			return nil, fmt.Errorf("%w: %s: key serializer %s differs from the other streams' (%s)", ErrUnsupported, where, f.header.KeySerializer.Class, s.Key.Kind)
 		}
-		f.stateMap = make([]int, len(f.header.States))
+		f.stateMap = make([]stateRef, len(f.header.States))
 		for i, m := range f.header.States {
 			if idx, ok := byName[m.Name]; ok {
 				if sigs[idx] != metaSig(m) {
 					return nil, fmt.Errorf("%w: %s: state %q has other serializers than in the operator's other streams", ErrUnsupported, where, m.Name)
 				}
-				f.stateMap[i] = idx
+				f.stateMap[i] = stateRef{idx: idx}
 				continue
 			}
 			ss, err := stateOf(m, o)
@@ -239,19 +251,30 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 			}
 			byName[m.Name] = len(s.States)
 			sigs = append(sigs, metaSig(m))
-			f.stateMap[i] = len(s.States)
+			f.stateMap[i] = stateRef{idx: len(s.States)}
 			s.States = append(s.States, ss)
+		}
+	}
+	if o.JoinRecords != "" {
+		if err := foldJoin(s, p.files, o); err != nil {
+			return nil, fmt.Errorf("%w: operator %s: %v", ErrUnsupported, op.ID, err)
 		}
 	}
 	if err := s.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: operator %s: %v", ErrUnsupported, op.ID, err)
 	}
-	for _, ss := range s.States {
-		c, err := newStateCodec(s.Key, ss)
+	p.codecs = make([]*stateCodec, len(s.States))
+	p.joins = make([]*joinCodec, len(s.States))
+	for i, ss := range s.States {
+		var err error
+		if ss.Join != nil {
+			p.joins[i], err = newJoinCodec(s.Key, ss)
+		} else {
+			p.codecs[i], err = newStateCodec(s.Key, ss)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: operator %s: %v", ErrUnsupported, op.ID, err)
 		}
-		p.codecs = append(p.codecs, c)
 	}
 	p.schema = s
 	return p, nil
@@ -508,9 +531,21 @@ func (p *importPlan) restore(ctx context.Context, be engine.Backend, r keygroups
 				if e.State.ID < 0 || e.State.ID >= len(f.stateMap) {
 					return fmt.Errorf("%s: key group %d: state id %d out of range", f.name, kg, e.State.ID)
 				}
-				sid := f.stateMap[e.State.ID]
-				c := p.codecs[sid]
+				ref := f.stateMap[e.State.ID]
+				sid := ref.idx
 				var err error
+				if jc := p.joins[sid]; jc != nil {
+					if kbuf, vbuf, err = jc.engineEntry(kbuf[:0], vbuf[:0], layout.Width(), e.KeyGroup, ref.side, e.KeyPart, e.NamespaceBytes, e.UserKeyBytes, e.ValueBytes); err != nil {
+						return fmt.Errorf("%s: key group %d offset %d: state %q: %w", f.name, kg, e.Offset, e.State.Name, err)
+					}
+					b.Put(sid, kbuf, vbuf)
+					n++
+					if b.Len() >= o.BatchSize {
+						return b.Commit()
+					}
+					return nil
+				}
+				c := p.codecs[sid]
 				if kbuf, err = c.engineKey(kbuf[:0], layout, e.KeyGroup, e.KeyPart, e.NamespaceBytes, e.UserKeyBytes); err != nil {
 					return fmt.Errorf("%s: key group %d offset %d: state %q: %w", f.name, kg, e.Offset, c.s.Name, err)
 				}
@@ -530,4 +565,75 @@ func (p *importPlan) restore(ctx context.Context, be engine.Backend, r keygroups
 		}
 	}
 	return n, b.Commit()
+}
+
+// foldJoin replaces the two multiset states of a regular join (both
+// sides present) by one recordstore join state and remaps the files'
+// state references.
+func foldJoin(s *engine.Schema, files []*importFile, o ImportOptions) error {
+	if o.JoinRecords != recordstore.LayoutRecord {
+		return fmt.Errorf("join records can only be imported into the %q layout, not %q", recordstore.LayoutRecord, o.JoinRecords)
+	}
+	side := map[string]int{}
+	var names []string
+	for name := range o.Multisets {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	if len(names) != 2 {
+		return fmt.Errorf("join records need exactly two state names (left, right), got %v", names)
+	}
+	// Flink's names sort left before right.
+	for i, st := range s.States {
+		if st.Kind == engine.KindMultiset && (st.Name == names[0] || st.Name == names[1]) {
+			side[st.Name] = i
+		}
+	}
+	li, lok := side[names[0]]
+	ri, rok := side[names[1]]
+	if !lok || !rok {
+		return nil // not a regular join with both sides: keep multisets
+	}
+	left, right := s.States[li], s.States[ri]
+	if (left.TTL > 0) != (right.TTL > 0) {
+		return fmt.Errorf("join sides %q and %q disagree on TTL", left.Name, right.Name)
+	}
+	if s.Key.Kind != engine.TypeRow {
+		return fmt.Errorf("join records need a row key, not %s", s.Key.Kind)
+	}
+	js := engine.StateSchema{
+		Name: recordstore.RecordStateName, Kind: engine.KindMap, Namespace: engine.VoidType, TTL: left.TTL,
+		Join: &engine.JoinSides{Left: left.UserKey, Right: right.UserKey, LeftName: left.Name, RightName: right.Name,
+			LeftMeta: left.Meta, RightMeta: right.Meta},
+	}
+	if left.TTL < right.TTL {
+		js.TTL = right.TTL
+	}
+	// New state list: the join state takes the left side's place.
+	remap := make([]stateRef, len(s.States))
+	var out []engine.StateSchema
+	for i, st := range s.States {
+		switch i {
+		case li:
+			remap[i] = stateRef{idx: len(out), side: 0}
+			out = append(out, js)
+		case ri:
+			continue
+		default:
+			remap[i] = stateRef{idx: len(out)}
+			out = append(out, st)
+		}
+	}
+	for i := range s.States {
+		if i == ri {
+			remap[i] = stateRef{idx: remap[li].idx, side: 1}
+		}
+	}
+	s.States = out
+	for _, f := range files {
+		for j, r := range f.stateMap {
+			f.stateMap[j] = remap[r.idx]
+		}
+	}
+	return nil
 }

@@ -37,7 +37,8 @@ func TestDerivedHeadersMatchFlink(t *testing.T) {
 			}
 			for _, f := range p.files {
 				s := &engine.Schema{Key: stripType(p.schema.Key)}
-				for _, i := range f.stateMap {
+				for _, ref := range f.stateMap {
+					i := ref.idx
 					ss := p.schema.States[i]
 					ss.Meta = nil
 					ss.Namespace, ss.Value, ss.UserKey = stripType(ss.Namespace), stripType(ss.Value), stripType(ss.UserKey)
