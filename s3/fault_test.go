@@ -272,9 +272,14 @@ func TestFaultFailedPublishCleansUp(t *testing.T) {
 		t.Fatalf("partial object visible: %v", serr)
 	}
 
-	// A cancelled upload aborts too.
-	for _, name := range []string{"slow", "reset"} {
-		r.proxy.RemoveToxic(ctx, name)
+}
+
+// A cancelled upload is aborted too.
+func TestFaultCancelledUploadCleansUp(t *testing.T) {
+	r := newFaultRig(t, "cancel")
+	ctx := r.ctx
+	if err := r.proxy.AddToxic(ctx, testutil.Latency("lat", "downstream", 20*time.Millisecond, 0)); err != nil {
+		t.Fatal(err)
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	src := &cancelAfter{r: newDetReader(3, 40<<20), n: 12 << 20, cancel: cancel}

@@ -421,15 +421,11 @@ func (s *S3) put(ctx context.Context, key string, r io.Reader, size int64, ifAbs
 	if partSize > 5<<30 {
 		return fmt.Errorf("%w: %s: put %s: %d bytes exceed the S3 object size limit", ErrPermanent, s.name, key, size)
 	}
-	ps := partSize
-	if size >= 0 && size < ps {
-		ps = size
-	}
-	first := make([]byte, ps)
-	n, eof, err := readPart(r, first)
+	first, eof, err := readFirst(r, size, partSize)
 	if err != nil {
 		return fmt.Errorf("%s: put %s: %w", s.name, key, err)
 	}
+	n := len(first)
 	if !eof && size >= 0 && int64(n) == size {
 		// Known size fully read: the stream must end here.
 		var one [1]byte
@@ -446,6 +442,38 @@ func (s *S3) put(ctx context.Context, key string, r io.Reader, size int64, ifAbs
 		return s.putSingle(ctx, key, fk, first[:n], ifAbsent)
 	}
 	return s.putMultipart(ctx, key, fk, first, r, size, partSize, ifAbsent)
+}
+
+// readFirst reads the first part: up to partSize bytes (exactly size when
+// that is known and smaller). With an unknown size it grows its buffer from
+// 64 KiB by doubling, so small objects do not cost a whole part buffer. It
+// reports whether r ended; a buffer that is not at EOF has len partSize.
+func readFirst(r io.Reader, size, partSize int64) ([]byte, bool, error) {
+	if size >= 0 && size < partSize {
+		buf := make([]byte, size)
+		n, eof, err := readPart(r, buf)
+		return buf[:n], eof, err
+	}
+	if size >= 0 {
+		buf := make([]byte, partSize)
+		n, eof, err := readPart(r, buf)
+		return buf[:n], eof, err
+	}
+	buf := make([]byte, min(64<<10, partSize))
+	have := 0
+	for {
+		n, eof, err := readPart(r, buf[have:])
+		have += n
+		if err != nil || eof {
+			return buf[:have], eof, err
+		}
+		if int64(len(buf)) == partSize {
+			return buf, false, nil
+		}
+		grown := make([]byte, min(2*int64(len(buf)), partSize))
+		copy(grown, buf[:have])
+		buf = grown
+	}
 }
 
 // progressReader is a seekable in-memory body that kicks a watchdog.
@@ -470,7 +498,9 @@ func (s *S3) withStall(ctx context.Context, f func(ctx context.Context, wd *watc
 
 func (s *S3) putSingle(ctx context.Context, key, fk string, data []byte, ifAbsent bool) error {
 	crc := crcHeader(data)
+	tries := 0
 	err := s.retry(ctx, "put", key, func() error {
+		tries++
 		err := s.withStall(ctx, func(wctx context.Context, wd *watchdog) error {
 			in := &s3.PutObjectInput{Bucket: &s.bucket, Key: &fk, Body: progressReader{bytes.NewReader(data), wd},
 				ContentLength: aws.Int64(int64(len(data))), ChecksumCRC32C: aws.String(crc)}
@@ -482,6 +512,9 @@ func (s *S3) putSingle(ctx context.Context, key, fk string, data []byte, ifAbsen
 		})
 		return classify(err)
 	})
+	if err != nil && ifAbsent && tries > 1 && IsExist(err) && s.holds(ctx, key, data) {
+		return nil // an earlier attempt succeeded but its response was lost
+	}
 	if err != nil {
 		return fmt.Errorf("%s: put %s: %w", s.name, key, err)
 	}
@@ -508,17 +541,43 @@ func (s *S3) putMultipart(ctx context.Context, key, fk string, first []byte, r i
 	// Abort with a context of its own so a cancelled caller still cleans up.
 	actx, acancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 	defer acancel()
-	aerr := s.retry(actx, "abort_multipart", key, func() error {
-		_, err := s.client.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &fk, UploadId: uploadID})
-		if cerr := classify(err); cerr != nil && !errors.Is(cerr, ErrPermanent) {
-			return cerr
-		}
-		return nil // NoSuchUpload: already gone
-	})
-	if aerr != nil {
+	if aerr := s.abortFully(actx, key, fk, uploadID); aerr != nil {
 		return fmt.Errorf("%s: put %s: %w (and aborting upload %s failed: %v)", s.name, key, err, aws.ToString(uploadID), aerr)
 	}
 	return fmt.Errorf("%s: put %s: %w", s.name, key, err)
+}
+
+// abortFully aborts a multipart upload and makes sure it stays gone. A part
+// upload the client gave up on may still be running on the server and can
+// land after the abort (S3 documents the same: an abort may have to be
+// repeated), so the upload is checked a few times over about two seconds
+// and aborted again when it reappears.
+func (s *S3) abortFully(ctx context.Context, key, fk string, uploadID *string) error {
+	abort := func() error {
+		return s.retry(ctx, "abort_multipart", key, func() error {
+			_, err := s.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &fk, UploadId: uploadID})
+			if err != nil && isCode(err, "NoSuchUpload") {
+				return nil // already gone
+			}
+			return classify(err)
+		})
+	}
+	if err := abort(); err != nil {
+		return err
+	}
+	for _, wait := range []time.Duration{100 * time.Millisecond, 300 * time.Millisecond, 600 * time.Millisecond, time.Second} {
+		if err := sleepCtx(ctx, wait); err != nil {
+			return err
+		}
+		_, err := s.client.ListParts(ctx, &s3.ListPartsInput{Bucket: &s.bucket, Key: &fk, UploadId: uploadID, MaxParts: aws.Int32(1)})
+		if err != nil && (isCode(err, "NoSuchUpload") || IsNotExist(classify(err))) {
+			continue // still gone
+		}
+		if err := abort(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (s *S3) uploadParts(ctx context.Context, key, fk string, uploadID *string, first []byte, r io.Reader, size, partSize int64, ifAbsent bool) error {
@@ -632,6 +691,17 @@ func (s *S3) uploadParts(ctx context.Context, key, fk string, uploadID *string, 
 		}
 	}
 	return err
+}
+
+// holds reports whether key currently stores exactly data.
+func (s *S3) holds(ctx context.Context, key string, data []byte) bool {
+	rc, err := s.Get(ctx, key)
+	if err != nil {
+		return false
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(io.LimitReader(rc, int64(len(data))+1))
+	return err == nil && bytes.Equal(got, data)
 }
 
 // uriEncode percent-encodes every byte of key except unreserved characters
