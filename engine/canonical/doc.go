@@ -29,16 +29,29 @@
 // written. The imported schema keeps the serializer snapshots as they were
 // read, so a later export writes the same snapshots.
 //
-// Supported: VALUE (also AGGREGATING/REDUCING), MAP and, for join records,
-// MAP<row, Integer> as engine multisets; keys that are SQL rows, Long, Int,
-// String or a Tuple1 of those; void, Long and TimeWindow namespaces; values
-// that are flat SQL rows (the row codec's types) or Long/Int/String; TTL on
-// all of them. Timers and other priority-queue states are carried as raw
-// elements: the engine keeps Flink's element bytes (key-group prefix
-// stripped) and writes them back unchanged. LIST state and nested or
-// structured values are not supported yet and fail the import up front;
-// non-keyed operator state is not imported (Import reports the operators it
-// skipped).
+// Supported: VALUE (also AGGREGATING/REDUCING), LIST (elements that are
+// rows or primitives; the engine keeps one TTL timestamp per list, so a
+// Flink list whose elements carry different timestamps is refused) and MAP
+// states; keys that are SQL rows, Long, Int, String or a Tuple1 of those;
+// void, Long, TimeWindow and GlobalWindow namespaces; values, elements and
+// user values that are flat SQL rows (the row codec's types) or
+// Long/Int/String; TTL on all of them. Timers and other priority-queue
+// states are carried as raw elements: the engine keeps Flink's element
+// bytes (key-group prefix stripped) and writes them back unchanged.
+// Nested, structured or RAW row fields and tuples of several fields fail
+// the import up front. Non-keyed operator state is not imported (Import
+// reports what it skipped in ImportResult.Skipped).
+//
+// # Join records
+//
+// Flink's regular join keeps, per input side, a MAP state
+// ("left-records", "right-records") from the input row to its count, with
+// a per-entry TTL. A recordstore join state (engine.StateSchema.Join; record
+// or bucket layout) is exported as exactly these two states, read through
+// recordstore's logical view, so counts and per-row last-write timestamps
+// survive. Import brings them back as two engine multisets (default) or,
+// with ImportOptions.JoinRecords, as one recordstore state in the record
+// layout, at any parallelism.
 //
 // Rewrite copies a savepoint through the reader and the writer: keyed
 // streams are re-encoded entry by entry with the headers kept as read,
