@@ -127,6 +127,16 @@ func runConformance(t *testing.T, st s3.Storage, c conformance) {
 		if got := mustGet(t, st, "basic/empty"); len(got) != 0 {
 			t.Fatalf("empty object read %d bytes", len(got))
 		}
+		// Unknown sizes around buffer-growth boundaries.
+		for _, n := range []int{1, 64<<10 - 1, 64 << 10, 64<<10 + 1, 5<<20 + 3} {
+			data := detBytes(uint64(n), n)
+			if err := st.Put(ctx, "basic/unknown", hideSize{bytes.NewReader(data)}, -1); err != nil {
+				t.Fatalf("unknown-size put of %d bytes: %v", n, err)
+			}
+			if got := mustGet(t, st, "basic/unknown"); !bytes.Equal(got, data) {
+				t.Fatalf("unknown-size put of %d bytes read back %d bytes", n, len(got))
+			}
+		}
 	})
 
 	t.Run("LargeStreamed", func(t *testing.T) {
