@@ -125,6 +125,7 @@ func startProcess(logPath string, bin string, args []string, env []string) (*pro
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.Env = append(os.Environ(), env...)
+	bindToParent(cmd)
 	if err := cmd.Start(); err != nil {
 		lf.Close()
 		return nil, fmt.Errorf("start %s: %w", bin, err)
