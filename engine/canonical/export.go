@@ -92,7 +92,10 @@ func uuid() string {
 // `_metadata` last, with PutIfAbsent, after every data file is confirmed.
 // It returns the metadata written. The backends must not be written while
 // Export runs (Backend.Scan's contract): the states of a subtask are
-// scanned concurrently and merged by key group.
+// scanned concurrently and merged by key group. Every operator, subtask
+// and schema is validated before the first byte is written; if a later step
+// fails, `_metadata` is not written (data files already uploaded stay, as
+// with every publish in package s3).
 func Export(ctx context.Context, ops []Operator, store s3.Storage, o ExportOptions) (*savepoint.Metadata, Stats, error) {
 	var stats Stats
 	if o.CheckpointID == 0 {

@@ -112,3 +112,40 @@ func TestExportReadBack(t *testing.T) {
 		}
 	}
 }
+
+// TestExportRejectsBadInput: invalid operator descriptions fail before
+// anything is written.
+func TestExportRejectsBadInput(t *testing.T) {
+	ctx := context.Background()
+	op, _ := genOperator(t, "heap", 128, 2, 20)
+	bad := map[string]func(o *Operator){
+		"no id":            func(o *Operator) { o.UID = "" },
+		"wrong range":      func(o *Operator) { o.Subtasks[0].Index, o.Subtasks[1].Index = 1, 0 },
+		"parallelism":      func(o *Operator) { o.Parallelism = 3 },
+		"max parallelism":  func(o *Operator) { o.MaxParallelism = 256 },
+		"repeated subtask": func(o *Operator) { o.Subtasks[1].Index = 0 },
+		"schema mismatch": func(o *Operator) {
+			s := *o.Subtasks[0].Schema
+			s.States = s.States[1:]
+			o.Subtasks[0].Schema = &s
+		},
+		"bad version": func(o *Operator) {},
+	}
+	for name, mutate := range bad {
+		o := op
+		o.Subtasks = append([]Subtask(nil), op.Subtasks...)
+		mutate(&o)
+		dir := t.TempDir()
+		store, _ := s3.NewLocal(dir)
+		eo := ExportOptions{Dir: "sp"}
+		if name == "bad version" {
+			eo.FlinkVersion = "1.14"
+		}
+		if _, _, err := Export(ctx, []Operator{o}, store, eo); err == nil {
+			t.Errorf("%s: exported", name)
+		}
+		if objs, _ := store.List(ctx, ""); len(objs) != 0 {
+			t.Errorf("%s: %d objects written", name, len(objs))
+		}
+	}
+}
