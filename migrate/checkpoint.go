@@ -180,6 +180,15 @@ type run struct {
 	op       *OperatorReport
 	steps    int
 	written  []s3.Written
+	t0       time.Time
+	c0       time.Duration
+}
+
+func (r *run) phase(name string) {
+	if os.Getenv("SFSTATE_MIGRATE_TRACE") != "" {
+		fmt.Fprintf(os.Stderr, "%s %v cpu %v\n", name, time.Since(r.t0), cpuTime()-r.c0)
+		r.t0, r.c0 = time.Now(), cpuTime()
+	}
 }
 
 // step counts one store write and injects the configured failure.
@@ -441,6 +450,7 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 	if err := os.MkdirAll(srcDir, 0o755); err != nil {
 		return nil, err
 	}
+	r.t0, r.c0 = time.Now(), cpuTime()
 	// 1. the source subtask's files, verified (links from a local store)
 	infos := map[string]os.FileInfo{}
 	objs := append([]checkpoint.Object(nil), st.Private...)
@@ -514,10 +524,12 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 	}
 	defer out.close()
 	conv.out = out
+	r.phase("prepare")
 	if err := conv.run(false); err != nil {
 		return nil, err
 	}
 	rd.close()
+	r.phase("convert")
 	if err := out.finish(conv.files); err != nil {
 		return nil, err
 	}
@@ -526,10 +538,12 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 		return nil, err
 	}
 	out.close()
+	r.phase("ingest")
 	dstDigest, err := digestRecordsDir(snapDir, layout.Width())
 	if err != nil {
 		return nil, fmt.Errorf("read back the migrated records: %w", err)
 	}
+	r.phase("verify")
 	// 4. verify before anything is uploaded
 	if ms := Compare(conv.src, dstDigest); len(ms) > 0 {
 		r.op.Source.Merge(conv.src)
@@ -543,6 +557,7 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	r.phase("upload")
 	e.Subtask = *sub
 	jb, err := json.MarshalIndent(e, "", " ")
 	if err != nil {
@@ -673,8 +688,9 @@ func (r *readDB) close() {
 	r.db = nil
 }
 
-// scan visits cf's entries in key order (checksums verified).
-func (r *readDB) scan(cf string, fn func(k, v []byte) error) error {
+// scan visits cf's entries in key order (checksums verified), copied out
+// in batches of about bufSize bytes (one C call per batch).
+func (r *readDB) scan(cf string, bufSize int, fn func(k, v []byte) error) error {
 	h, ok := r.cfs[cf]
 	if !ok {
 		return nil
@@ -686,16 +702,8 @@ func (r *readDB) scan(cf string, fn func(k, v []byte) error) error {
 	ro.SetReadaheadSize(2 << 20)
 	it := r.db.NewIteratorCF(ro, h)
 	defer it.Close()
-	for it.SeekToFirst(); it.Valid(); it.Next() {
-		k, v := it.Key(), it.Value()
-		err := fn(k.Data(), v.Data())
-		k.Free()
-		v.Free()
-		if err != nil {
-			return err
-		}
-	}
-	return it.Err()
+	it.SeekToFirst()
+	return scanBatched(it, bufSize, fn)
 }
 
 // conversion streams one subtask's bucket entries (merged with records
@@ -715,7 +723,9 @@ type conversion struct {
 	envOpts           *grocksdb.EnvOptions
 	wopts             *grocksdb.Options
 	curSize           int64
-	out               *outDB // put mode
+	bufSize           int      // scan and SST batch buffers
+	pending           frameBuf // records for the SST writer
+	out               *outDB   // put mode
 	batch             *grocksdb.WriteBatch
 	batchBytes        int64
 	res               *engine.Reservation
@@ -726,6 +736,14 @@ type conversion struct {
 // in the batch that writes its records), so merging the two sorted streams
 // by key is a plain interleave.
 func (c *conversion) run(dry bool) error {
+	// two batch buffers (scan, SST writer), reserved from the pool
+	c.bufSize = 1 << 20
+	bres, ok := c.r.opts.Pool.Reserve(int64(2 * c.bufSize))
+	if !ok {
+		c.bufSize = 64 << 10
+		bres, _ = c.r.opts.Pool.Reserve(0)
+	}
+	defer bres.Release()
 	width := c.layout.Width()
 	conv := Converter{Width: width}
 	rdg := &RecordDigester{D: c.src, Width: width}
@@ -760,7 +778,7 @@ func (c *conversion) run(dry bool) error {
 		}
 		return nil
 	}
-	err = c.rd.scan(recordstore.BucketStateName, func(k, v []byte) error {
+	err = c.rd.scan(recordstore.BucketStateName, c.bufSize, func(k, v []byte) error {
 		if err := flushBefore(k); err != nil {
 			return err
 		}
@@ -814,7 +832,7 @@ func (c *conversion) collectRecords(rdg *RecordDigester) ([][2][]byte, error) {
 		return nil, errors.New("pool exhausted")
 	}
 	defer res.Release()
-	err := c.rd.scan(recordstore.RecordStateName, func(k, v []byte) error {
+	err := c.rd.scan(recordstore.RecordStateName, c.bufSize, func(k, v []byte) error {
 		if !res.Grow(int64(len(k) + len(v) + 64)) {
 			return fmt.Errorf("records already in the record state exceed the memory pool (%d bytes)", c.r.opts.Pool.Capacity())
 		}
@@ -831,6 +849,9 @@ func (c *conversion) collectRecords(rdg *RecordDigester) ([][2][]byte, error) {
 
 func (c *conversion) sstPut(k, v []byte) error {
 	if c.writer == nil || c.curSize >= c.r.opts.SSTTargetSize {
+		if err := c.sstFlush(); err != nil {
+			return err
+		}
 		if err := c.closeWriter(); err != nil {
 			return err
 		}
@@ -848,7 +869,25 @@ func (c *conversion) sstPut(k, v []byte) error {
 		c.curSize = 0
 	}
 	c.curSize += int64(len(k) + len(v))
-	return c.writer.Put(k, v)
+	if len(c.pending.b)+8+len(k)+len(v) > c.bufSize {
+		if err := c.sstFlush(); err != nil {
+			return err
+		}
+	}
+	c.pending.add(k, v)
+	return nil
+}
+
+func (c *conversion) sstFlush() error {
+	if c.writer == nil || c.pending.n == 0 {
+		return nil
+	}
+	err := sstPutBatch(c.writer, &c.pending)
+	c.pending.reset()
+	if err != nil {
+		return fmt.Errorf("SST writer: %w", err)
+	}
+	return nil
 }
 
 func (c *conversion) closeWriter() error {
@@ -860,7 +899,10 @@ func (c *conversion) closeWriter() error {
 		}
 		return nil
 	}
-	err := c.writer.Finish()
+	err := c.sstFlush()
+	if ferr := c.writer.Finish(); err == nil {
+		err = ferr
+	}
 	c.writer.Destroy()
 	c.writer = nil
 	return err
@@ -997,7 +1039,7 @@ func digestRecordsDir(dir string, width int) (*Digest, error) {
 	}
 	defer rd.close()
 	dg := &RecordDigester{D: NewDigest(), Width: width}
-	err = rd.scan(recordstore.RecordStateName, dg.Add)
+	err = rd.scan(recordstore.RecordStateName, 1<<20, dg.Add)
 	return dg.D, err
 }
 
