@@ -65,6 +65,7 @@ type MicroResult struct {
 // the same write volume.
 type MemoryResult struct {
 	Operators        int   `json:"operators"`
+	WriteBufferSize  int64 `json:"write_buffer_size"`
 	CacheUsage       int64 `json:"block_cache_usage"`
 	CacheCapacity    int64 `json:"block_cache_capacity"`
 	MemTables        int64 `json:"cur_size_all_mem_tables"`

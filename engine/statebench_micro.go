@@ -245,6 +245,20 @@ func runMemory(cfg StateBenchConfig, dir string) ([]MemoryResult, error) {
 	total := cfg.MemoryBytes
 	val := make([]byte, 512)
 	var out []MemoryResult
+	for _, wb := range []int64{64 << 20, 2 << 20} {
+		rows, err := runMemoryWith(cfg, dir, wb, total, val)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rows...)
+	}
+	return out, nil
+}
+
+// runMemoryWith measures 1, 4 and 16 operators with the configured write
+// buffer wb (the arena block follows from it).
+func runMemoryWith(cfg StateBenchConfig, dir string, wb, total int64, val []byte) ([]MemoryResult, error) {
+	var out []MemoryResult
 	for _, n := range []int{1, 4, 16} {
 		slot, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
 		if err != nil {
@@ -259,7 +273,7 @@ func runMemory(cfg StateBenchConfig, dir string) ([]MemoryResult, error) {
 			slot.Close()
 		}
 		for i := 0; i < n; i++ {
-			be, err := OpenRocksDB(filepath.Join(dir, fmt.Sprintf("mem-%d-%d", n, i)), benchLayout, states, cfg.rocksOptions(slot))
+			be, err := OpenRocksDB(filepath.Join(dir, fmt.Sprintf("mem-%d-%d-%d", wb, n, i)), benchLayout, states, RocksOptions{Slot: slot, WriteBufferSize: wb})
 			if err != nil {
 				closeAll()
 				return nil, err
@@ -284,11 +298,9 @@ func runMemory(cfg StateBenchConfig, dir string) ([]MemoryResult, error) {
 			}
 			b.Close()
 		}
-		ro := cfg.rocksOptions(slot)
-		ro.defaults()
-		r := MemoryResult{Operators: n, CacheUsage: slot.CacheUsage(), CacheCapacity: slot.CacheCapacity(),
+		r := MemoryResult{Operators: n, WriteBufferSize: wb, CacheUsage: slot.CacheUsage(), CacheCapacity: slot.CacheCapacity(),
 			WriteBufferUsage: slot.WriteBufferUsage(), WriteBufferCap: slot.WriteBufferCapacity(),
-			ArenaBlockSize: ArenaBlockSize(ro.WriteBufferSize, slot.WriteBufferCapacity())}
+			ArenaBlockSize: ArenaBlockSize(wb, slot.WriteBufferCapacity())}
 		for _, be := range bes {
 			m, _ := be.Property("rocksdb.cur-size-all-mem-tables")
 			t, _ := be.Property("rocksdb.estimate-table-readers-mem")

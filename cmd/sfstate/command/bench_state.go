@@ -83,9 +83,13 @@ func runBenchState(c *cli.Context) error {
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "\nNative memory, operators sharing one slot (same write volume)\n")
-	fmt.Fprintln(tw, "operators\tblock cache usage\tcache capacity\tmemtables\ttable readers\twbm usage\twbm capacity\tarena block\t")
+	fmt.Fprintln(tw, "write buffer\toperators\tblock cache usage\tcache capacity\tmemtables\ttable readers\twbm usage\twbm capacity\tarena block\t")
 	for _, m := range res.Memory {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", m.Operators, m.CacheUsage, m.CacheCapacity, m.MemTables, m.TableReadersMem, m.WriteBufferUsage, m.WriteBufferCap, m.ArenaBlockSize)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", m.WriteBufferSize, m.Operators, m.CacheUsage, m.CacheCapacity, m.MemTables, m.TableReadersMem, m.WriteBufferUsage, m.WriteBufferCap, m.ArenaBlockSize)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "(each memtable holding data owns at least one arena block: 2 states x operators x arena block is a floor the shared capacity cannot undercut)")
+	return nil
 }

@@ -48,7 +48,7 @@ func TestBenchStateJSON(t *testing.T) {
 	if len(res.Micro) < 10 || res.Micro[0].Op != "valueAdd" || res.Micro[0].EngineOpsMs <= 0 {
 		t.Fatalf("micro %+v", res.Micro)
 	}
-	if len(res.Memory) != 3 || res.Memory[2].Operators != 16 {
+	if len(res.Memory) != 6 || res.Memory[2].Operators != 16 {
 		t.Fatalf("memory %+v", res.Memory)
 	}
 }
