@@ -12,6 +12,7 @@ import (
 type RawEntry struct {
 	Key, Value []byte
 	Count      int64
+	Assoc      int64
 	TTL        *int64
 }
 
@@ -37,6 +38,7 @@ func (d *Digest) AddRaw(k GroupKey, e RawEntry, ttl TTLCheck) {
 		g.Entries++
 		g.Hash.add(sum)
 		g.Counts += e.Count
+		g.Associations += e.Assoc
 		for _, ts := range ttls {
 			g.TTLEntries++
 			g.TTLMin, g.TTLMax = min(g.TTLMin, ts), max(g.TTLMax, ts)
@@ -58,6 +60,8 @@ func (d *Digest) AddRaw(k GroupKey, e RawEntry, ttl TTLCheck) {
 
 // TargetDigest is a target digested outside Run (native checkpoints).
 type TargetDigest struct {
+	// Name overrides Target.Name() in the report.
+	Name   string
 	Target Target
 	Digest *Digest
 	Err    error
@@ -78,6 +82,9 @@ func BuildReport(source string, o Options, check *CheckResult, src *Digest, targ
 	}
 	for _, t := range targets {
 		tr := TargetResult{Name: t.Target.Name(), Backend: t.Target.Backend, Parallelism: t.Target.Parallelism, Digest: t.Digest}
+		if t.Name != "" {
+			tr.Name = t.Name
+		}
 		if t.Err != nil {
 			tr.Error = t.Err.Error()
 		} else {

@@ -5,6 +5,7 @@ package restore
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/verify"
@@ -175,6 +177,12 @@ func (n *native) scan(be engine.Backend, d *verify.Digest, clock *engine.Clock, 
 			}
 		}
 		ttl := n.ttlOf(si)
+		if desc.Name == recordstore.RecordStateName || desc.Name == recordstore.BucketStateName {
+			if err := n.scanJoin(be, desc, d, clock, ttl); err != nil {
+				return err
+			}
+			continue
+		}
 		hasTTL := desc.TTL > 0 || si.TTLMillis > 0
 		var ferr error
 		visit := func(key, val []byte) bool {
@@ -215,6 +223,58 @@ func (n *native) scan(be engine.Backend, d *verify.Digest, clock *engine.Clock, 
 		}
 	}
 	return nil
+}
+
+// Join state (package recordstore) is digested from its logical content,
+// the same for the record and the bucket layout, so a checkpoint migrated
+// from one layout to the other compares equal: per side ("join-left",
+// "join-right") and key group one entry per distinct row with its count,
+// association count and timestamp.
+func (n *native) scanJoin(be engine.Backend, desc engine.StateDesc, d *verify.Digest, clock *engine.Clock, ttl verify.TTLCheck) error {
+	l := recordstore.LayoutRecord
+	if desc.Name == recordstore.BucketStateName {
+		l = recordstore.LayoutBucket
+	}
+	js, err := recordstore.Open(l, be, recordstore.Options{Clock: clock})
+	if err != nil {
+		return err
+	}
+	var key, val []byte
+	return js.Logical(func(g *recordstore.LogicalGroup) error {
+		name := "join-left"
+		if g.Side == recordstore.Right {
+			name = "join-right"
+		}
+		k := verify.GroupKey{Operator: n.op, State: name, KeyGroup: g.KeyGroup}
+		for _, r := range g.Rows {
+			key = binary.BigEndian.AppendUint32(key[:0], uint32(len(g.Key)))
+			key = append(append(key, g.Key...), r.Row...)
+			val = binary.BigEndian.AppendUint64(val[:0], uint64(r.Count))
+			val = binary.BigEndian.AppendUint64(val, uint64(r.Assoc))
+			ts := r.TS
+			d.AddRaw(k, verify.RawEntry{Key: key, Value: val, Count: r.Count, Assoc: r.Assoc, TTL: &ts}, ttl)
+		}
+		return nil
+	})
+}
+
+// DigestNative digests checkpoint id of st as VerifyNative digests its
+// source (for comparing two checkpoints, e.g. before and after a join-state
+// layout migration).
+func DigestNative(ctx context.Context, st s3.Storage, id int64, o verify.Options) (*verify.Digest, error) {
+	m, err := checkpoint.ReadManifest(ctx, st, id)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", verify.ErrUnreadable, err)
+	}
+	sp, err := savepoint.Open(ctx, st, checkpoint.MetadataKey(id))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", verify.ErrUnreadable, err)
+	}
+	if len(sp.Meta.Operators) != 1 {
+		return nil, fmt.Errorf("%w: native checkpoint with %d operators", verify.ErrUnreadable, len(sp.Meta.Operators))
+	}
+	n := &native{st: st, id: id, m: m, op: sp.Meta.Operators[0].ID.String(), o: o}
+	return n.digest(ctx, verify.Target{Backend: "rocksdb", Parallelism: len(m.Subtasks)}, true)
 }
 
 // copyToHeap copies every stored entry of be into a new heap backend.
@@ -281,4 +341,45 @@ func checkNative(ctx context.Context, st s3.Storage, m *checkpoint.Manifest, op 
 	c.Stats.NativeHandles = len(m.Subtasks)
 	savepoint.SortProblems(c.Problems)
 	return c
+}
+
+// CompareNative compares the logical digests of two native checkpoints
+// (checkpoint id of st against checkpoint aid of ast), e.g. a join state
+// before and after its bucket → record migration. The report's source is
+// the first; the second is its one target.
+func CompareNative(ctx context.Context, st s3.Storage, id int64, ast s3.Storage, aid int64, o verify.Options) (*verify.Report, error) {
+	o.TTL = verify.TTLCheck{}
+	src, err := DigestNative(ctx, st, id, o)
+	if err != nil {
+		return nil, err
+	}
+	var check *verify.CheckResult
+	if !o.SkipCheck {
+		m, err := checkpoint.ReadManifest(ctx, st, id)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", verify.ErrUnreadable, err)
+		}
+		check = checkNative(ctx, st, m, src.Operators[0].ID)
+	}
+	td := verify.TargetDigest{Name: fmt.Sprintf("against %s", checkpoint.Dir(aid))}
+	td.Digest, td.Err = DigestNative(ctx, ast, aid, o)
+	if errors.Is(td.Err, verify.ErrUnreadable) {
+		return nil, td.Err
+	}
+	// Operator ids may differ between the two jobs; compare by position.
+	if td.Digest != nil && len(td.Digest.Operators) == 1 && td.Digest.Operators[0].ID != src.Operators[0].ID {
+		td.Digest = renameOperator(td.Digest, src.Operators[0].ID)
+	}
+	return verify.BuildReport(fmt.Sprintf("%s/%s", st, checkpoint.Dir(id)), o, check, src, []verify.TargetDigest{td}), nil
+}
+
+func renameOperator(d *verify.Digest, id string) *verify.Digest {
+	out := verify.NewDigest()
+	out.Operators = append(out.Operators, d.Operators...)
+	out.Operators[0].ID = id
+	for k, g := range d.Groups {
+		k.Operator = id
+		out.Groups[k] = g
+	}
+	return out
 }

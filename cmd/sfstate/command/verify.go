@@ -22,6 +22,27 @@ var verifyRestorer verify.Restorer
 // a store rooted where shared/ and chk-<id>/ live); set by verify_cgo.go.
 var verifyNative func(ctx context.Context, st s3.Storage, id int64, o verify.Options) (*verify.Report, error)
 
+// verifyCompareNative compares two native checkpoints' logical digests
+// (--against); set by verify_cgo.go.
+var verifyCompareNative func(ctx context.Context, st s3.Storage, id int64, ast s3.Storage, aid int64, o verify.Options) (*verify.Report, error)
+
+// nativeStore opens the store of a native checkpoint argument; ok is false
+// when arg is not one (no chk-<id> with a manifest).
+func nativeStore(c *cli.Context, arg string) (s3.Storage, int64, bool) {
+	root, id, ok := nativeCheckpointArg(arg)
+	if !ok {
+		return nil, 0, false
+	}
+	st, _, err := savepointStore(c.Context, c, root)
+	if err != nil {
+		return nil, 0, false
+	}
+	if _, err := st.Stat(c.Context, fmt.Sprintf("chk-%d/manifest.json", id)); err != nil {
+		return nil, 0, false
+	}
+	return st, id, true
+}
+
 // nativeCheckpointArg recognizes ".../chk-<id>" (or its _metadata) and
 // returns the store root and the id.
 func nativeCheckpointArg(arg string) (root string, id int64, ok bool) {
@@ -123,32 +144,38 @@ func runVerify(c *cli.Context) error {
 	if err != nil {
 		return Fail(ExitUsage, err)
 	}
-	if root, id, ok := nativeCheckpointArg(arg); ok && verifyNative != nil && c.String("against") == "" {
-		st, _, err := savepointStore(c.Context, c, root)
-		if err == nil {
-			if _, serr := st.Stat(c.Context, fmt.Sprintf("chk-%d/manifest.json", id)); serr == nil {
-				if c.IsSet("parallelism") {
-					pars, err := verifyParallelisms(c.String("parallelism"), nil)
-					if err != nil {
-						return Fail(ExitUsage, err)
-					}
-					for _, b := range backends {
-						for _, p := range pars {
-							o.Targets = append(o.Targets, verify.Target{Backend: b, Parallelism: p})
-						}
-					}
-				} else {
-					for _, b := range backends {
-						o.Targets = append(o.Targets, verify.Target{Backend: b}, verify.Target{Backend: b, Parallelism: -1})
-					}
+	if st, id, ok := nativeStore(c, arg); ok && verifyNative != nil {
+		if a := c.String("against"); a != "" {
+			ast, aid, ok := nativeStore(c, a)
+			if !ok {
+				return Failf(ExitUsage, "--against %s: a native checkpoint compares only with another native checkpoint (.../chk-N with its manifest)", a)
+			}
+			r, err := verifyCompareNative(c.Context, st, id, ast, aid, o)
+			if err != nil {
+				return Fail(ExitIO, err)
+			}
+			return verifyOutput(c, g, r)
+		}
+		if c.IsSet("parallelism") {
+			pars, err := verifyParallelisms(c.String("parallelism"), nil)
+			if err != nil {
+				return Fail(ExitUsage, err)
+			}
+			for _, b := range backends {
+				for _, p := range pars {
+					o.Targets = append(o.Targets, verify.Target{Backend: b, Parallelism: p})
 				}
-				r, err := verifyNative(c.Context, st, id, o)
-				if err != nil {
-					return Fail(ExitIO, err)
-				}
-				return verifyOutput(c, g, r)
+			}
+		} else {
+			for _, b := range backends {
+				o.Targets = append(o.Targets, verify.Target{Backend: b}, verify.Target{Backend: b, Parallelism: -1})
 			}
 		}
+		r, err := verifyNative(c.Context, st, id, o)
+		if err != nil {
+			return Fail(ExitIO, err)
+		}
+		return verifyOutput(c, g, r)
 	}
 	sp, err := openSavepointArg(c.Context, c, arg)
 	if err != nil {

@@ -7,4 +7,5 @@ import "github.com/sfstate/sfstate/verify/restore"
 func init() {
 	verifyRestorer = &restore.Restorer{}
 	verifyNative = restore.VerifyNative
+	verifyCompareNative = restore.CompareNative
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/sfstate/sfstate/engine/checkpoint"
@@ -56,5 +57,29 @@ func TestVerifyNativeCheckpoint(t *testing.T) {
 	names := fmt.Sprint(r.Targets)
 	if !r.OK || total != n || len(r.Targets) != 4 || names != "[{rocksdb@p2} {rocksdb@p3} {heap@p2} {heap@p3}]" {
 		t.Fatalf("ok %v, %d of %d entries, targets %s", r.OK, total, n, names)
+	}
+	// --against another checkpoint of the same backends: equal; after one
+	// deleted entry: exit 1.
+	cp := checkpoint.New(store, checkpoint.Options{})
+	if _, err := cp.TakeSync(context.Background(), bes, 4); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := run(t, "verify", "--against", filepath.Join(root, "chk-4"), filepath.Join(root, "chk-3")); code != ExitOK {
+		t.Fatalf("against an equal checkpoint: exit %d: %s\n%s", code, errOut, out)
+	}
+	var victim []byte
+	_ = bes[1].Scan(1, nil, nil, func(k, _ []byte) bool { victim = append([]byte{}, k...); return false })
+	b := bes[1].NewBatch()
+	b.Delete(1, victim)
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if _, err := cp.TakeSync(context.Background(), bes, 5); err != nil {
+		t.Fatal(err)
+	}
+	out, _, code = run(t, "verify", "--against", filepath.Join(root, "chk-5"), filepath.Join(root, "chk-3"))
+	if code != ExitCheckFailed || !strings.Contains(out, "distinct") {
+		t.Fatalf("against a checkpoint with a deleted entry: exit %d:\n%s", code, out)
 	}
 }
