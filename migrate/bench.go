@@ -224,7 +224,7 @@ func benchLocal(ctx context.Context, src *s3.Local, scratch string, mode WriteMo
 	if err != nil {
 		return nil, err
 	}
-	row, err := measure(ctx, src, dst, Options{Mode: mode, WorkDir: scratch})
+	row, err := measure(ctx, src, dst, Options{Mode: mode, WorkDir: scratch, Parallel: runtime.NumCPU()})
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +281,7 @@ func benchS3(ctx context.Context, srv *testutil.S3Server, src s3.Storage, prefix
 		return nil, err
 	}
 	sp, dp := prefix+"/src/", dprefix+"/"
-	opts := Options{Mode: mode, WorkDir: scratch, CopyReferenced: func(ctx context.Context, key string) (bool, error) {
+	opts := Options{Mode: mode, WorkDir: scratch, Parallel: runtime.NumCPU(), CopyReferenced: func(ctx context.Context, key string) (bool, error) {
 		return true, srv.Store.Copy(ctx, sp+key, dp+key)
 	}}
 	row, err := measure(ctx, src, dst, opts)

@@ -15,7 +15,10 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/linxGnu/grocksdb"
 
@@ -50,6 +53,8 @@ type Options struct {
 	// WorkDir holds temporary RocksDB directories; empty means os.TempDir.
 	// Hard links from a local source store need it on the same file system.
 	WorkDir string
+	// Parallel is the number of subtasks migrated at once (default 1).
+	Parallel int
 	// Mode is WriteSST (default) or WritePut.
 	Mode WriteMode
 	// SSTTargetSize rolls SST writer files at this size; zero means 64 MiB.
@@ -180,12 +185,15 @@ type run struct {
 	op       *OperatorReport
 	steps    int
 	written  []s3.Written
+	mu       sync.Mutex // guards steps, counters and the report while subtasks run in parallel
 	t0       time.Time
 	c0       time.Duration
 }
 
 func (r *run) phase(name string) {
 	if os.Getenv("SFSTATE_MIGRATE_TRACE") != "" {
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		fmt.Fprintf(os.Stderr, "%s %v cpu %v\n", name, time.Since(r.t0), cpuTime()-r.c0)
 		r.t0, r.c0 = time.Now(), cpuTime()
 	}
@@ -193,6 +201,8 @@ func (r *run) phase(name string) {
 
 // step counts one store write and injects the configured failure.
 func (r *run) step() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.steps++
 	if r.opts.failAfter > 0 && r.steps >= r.opts.failAfter {
 		return fmt.Errorf("%w after %d writes", errInjected, r.steps)
@@ -313,23 +323,37 @@ func Checkpoint(ctx context.Context, src, dst s3.Storage, opts Options) (*Report
 	}
 	subs := make([]checkpoint.Subtask, len(m.Subtasks))
 	uploaded := make([]int64, len(m.Subtasks))
+	results := make([]*journalEntry, len(m.Subtasks))
+	g, _ := errgroup.WithContext(ctx)
+	g.SetLimit(max(1, opts.Parallel))
 	for i := range m.Subtasks {
 		st := &m.Subtasks[i]
 		if e, ok := done[st.Index]; ok {
 			rep.Resumed++
+			results[i] = e
+			continue
+		}
+		g.Go(func() error {
+			e, err := r.subtask(st)
+			if err != nil {
+				return fmt.Errorf("migrate: checkpoint %d, subtask %d: %w", id, st.Index, err)
+			}
+			results[i] = e
+			return nil
+		})
+	}
+	err = g.Wait()
+	for i, e := range results {
+		if e != nil {
 			r.addJournal(e)
 			subs[i], uploaded[i] = e.Subtask, e.Uploaded
-			continue
 		}
-		e, err := r.subtask(st)
-		if err != nil {
-			return rep, fmt.Errorf("migrate: checkpoint %d, subtask %d: %w", id, st.Index, err)
+	}
+	if err != nil {
+		if errors.Is(err, ErrMismatch) {
+			r.finishReport()
 		}
-		if opts.DryRun {
-			continue
-		}
-		r.addJournal(e)
-		subs[i], uploaded[i] = e.Subtask, e.Uploaded
+		return rep, err
 	}
 	r.finishReport()
 	if len(r.op.Mismatches) > 0 {
@@ -462,7 +486,9 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 		if err != nil {
 			return nil, err
 		}
+		r.mu.Lock()
 		r.rep.BytesRead += n
+		r.mu.Unlock()
 		fi, err := os.Stat(filepath.Join(srcDir, o.Name))
 		if err != nil {
 			return nil, err
@@ -485,6 +511,8 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 		if err := conv.run(true); err != nil {
 			return nil, err
 		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
 		r.op.Buckets += conv.buckets
 		r.op.Rows += conv.rows
 		r.op.BytesIn += conv.bytesIn
@@ -546,8 +574,10 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 	r.phase("verify")
 	// 4. verify before anything is uploaded
 	if ms := Compare(conv.src, dstDigest); len(ms) > 0 {
+		r.mu.Lock()
 		r.op.Source.Merge(conv.src)
 		r.op.Migrated.Merge(dstDigest)
+		r.mu.Unlock()
 		return nil, fmt.Errorf("%w: %d groups differ, first: %v", ErrMismatch, len(ms), ms[0])
 	}
 	// 5. upload

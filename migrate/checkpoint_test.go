@@ -189,7 +189,7 @@ func TestCheckpointMigration(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			dstDir := filepath.Join(t.TempDir(), "dst")
 			dst, _ := s3.NewLocal(dstDir)
-			rep, err := Checkpoint(ctx, f.store, dst, Options{Mode: mode, WorkDir: t.TempDir(), SSTTargetSize: 8 << 10})
+			rep, err := Checkpoint(ctx, f.store, dst, Options{Mode: mode, WorkDir: t.TempDir(), SSTTargetSize: 8 << 10, Parallel: 2})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,6 +11,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"text/tabwriter"
 
@@ -40,6 +41,7 @@ func init() {
 			&cli.StringFlag{Name: "to", Usage: "target for canonical savepoints: native-record materializes a native checkpoint"},
 			&cli.StringFlag{Name: "work-dir", Usage: "scratch directory for RocksDB files (default: system temp)"},
 			&cli.IntFlag{Name: "memory-mib", Value: 64, Usage: "memory pool for buffered records"},
+			&cli.IntFlag{Name: "parallel", Usage: "subtasks migrated at once (default: number of CPUs)"},
 			&cli.BoolFlag{Name: "groups", Usage: "list every (side, key group) in the text report"},
 			&cli.StringFlag{Name: "s3-endpoint", Usage: "S3 endpoint URL (e.g. http://127.0.0.1:7070)", EnvVars: []string{"SFSTATE_S3_ENDPOINT"}},
 		},
@@ -135,8 +137,15 @@ func runMigrate(c *cli.Context) error {
 				"(record layout) and take a native checkpoint")
 		}
 	}
+	par := c.Int("parallel")
+	if par == 0 {
+		par = runtime.NumCPU()
+	}
+	if par < 1 || par > 256 {
+		return Failf(ExitUsage, "migrate: --parallel must be in [1, 256]")
+	}
 	opts := migrate.Options{ID: id, DryRun: c.Bool("dry-run"), Mode: mode, WorkDir: c.String("work-dir"),
-		Pool: engine.NewPool(int64(mib) << 20)}
+		Pool: engine.NewPool(int64(mib) << 20), Parallel: par}
 	var dst s3.Storage
 	if opts.DryRun {
 		dst = s3.NewMem()
