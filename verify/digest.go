@@ -263,8 +263,8 @@ func fromJSON(j *digestJSON) *Digest {
 // TTLCheck describes the time at which entries are judged live or expired,
 // with Flink's rule: an entry is expired when lastAccess + ttl <= now.
 type TTLCheck struct {
-	TTLMillis int64
-	NowMillis int64
+	TTLMillis int64 `json:"ttlMillis"`
+	NowMillis int64 `json:"nowMillis"`
 }
 
 // Expired reports whether an entry last accessed at ts is expired.
@@ -427,7 +427,7 @@ func (h *hasher) add(d *Digest, k GroupKey, st *keyed.StateMeta, e *keyed.Entry,
 	var ttls []int64
 	if e.TTLTimestamp != nil {
 		ttls = append(ttls, *e.TTLTimestamp)
-	} else if els, ok := serde.ListElements(value); ok {
+	} else if els, ok := listOf(value); ok {
 		for _, el := range els {
 			if t, ok := el.(*serde.TTLValue); ok {
 				ttls = append(ttls, t.LastAccess)
@@ -448,6 +448,32 @@ func (h *hasher) add(d *Digest, k GroupKey, st *keyed.StateMeta, e *keyed.Entry,
 	if e.TTLTimestamp != nil && ttl.Expired(*e.TTLTimestamp) {
 		g.Expired++
 		return
+	}
+	if els, ok := listOf(value); ok && len(ttls) > 0 {
+		// A TTL list: Flink returns only its live elements, and nothing
+		// when every element expired.
+		var live serde.List
+		ttls = ttls[:0]
+		for _, el := range els {
+			if t, ok := el.(*serde.TTLValue); ok && ttl.Expired(t.LastAccess) {
+				continue
+			}
+			live = append(live, el)
+			if t, ok := el.(*serde.TTLValue); ok {
+				ttls = append(ttls, t.LastAccess)
+			}
+		}
+		if len(live) == 0 {
+			g.Expired++
+			return
+		}
+		if len(live) != len(els) {
+			le := *e
+			le.Value = live
+			_, b := h.entry(&le)
+			sum = sha256.Sum256(b)
+			c, a = counts(st, live)
+		}
 	}
 	lg := d.Live.Groups[k]
 	if lg == nil {
@@ -500,4 +526,10 @@ func asInt(v any) (int64, bool) {
 		return int64(x), true
 	}
 	return 0, false
+}
+
+// listOf returns the elements of a LIST state value.
+func listOf(v any) ([]any, bool) {
+	l, ok := v.(serde.List)
+	return []any(l), ok
 }

@@ -54,7 +54,7 @@ func runBenchVerify(c *cli.Context) error {
 		return Failf(ExitUsage, "bench verify: --keys must not be negative")
 	}
 	if keys == 0 {
-		keys = 7_000_000 // ~1 GiB of canonical streams
+		keys = 1_600_000 // ~1 GiB of canonical streams (~690 bytes per key)
 		if c.Bool("quick") {
 			keys = 20_000
 		}

@@ -91,3 +91,42 @@ func TestVerifyShardsMerge(t *testing.T) {
 		t.Fatal("merge of one of two shards succeeded")
 	}
 }
+
+func TestVerifyTTLReportsExpired(t *testing.T) {
+	sp := fixtures.Path(t, "sql-rocksdb-canonical-groupagg-ttl-valuestate", "savepoint")
+	// Far in the future every TTL entry is expired; at the epoch none is.
+	for _, tc := range []struct {
+		now     string
+		expired bool
+	}{{"2100-01-01T00:00:00Z", true}, {"0", false}} {
+		out, errOut, code := run(t, "--json", "verify", "--backends", "none", "--ttl", "24h", "--now", tc.now, sp)
+		if code != ExitOK {
+			t.Fatalf("exit %d: %s", code, errOut)
+		}
+		var r struct {
+			TTL *struct {
+				TTLMillis int64 `json:"ttlMillis"`
+			} `json:"ttl"`
+			Digest struct {
+				Groups []struct {
+					TTLEntries int64 `json:"ttlEntries"`
+					Expired    int64 `json:"expired"`
+				} `json:"groups"`
+			} `json:"digest"`
+		}
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatal(err)
+		}
+		var ttl, exp int64
+		for _, g := range r.Digest.Groups {
+			ttl += g.TTLEntries
+			exp += g.Expired
+		}
+		if r.TTL == nil || r.TTL.TTLMillis != 86_400_000 || ttl == 0 || (exp == ttl) != tc.expired || (exp == 0) == tc.expired {
+			t.Fatalf("now %s: ttl %+v, %d of %d expired", tc.now, r.TTL, exp, ttl)
+		}
+	}
+	if _, _, code := run(t, "verify", "--backends", "none", "--now", "0", sp); code != ExitUsage {
+		t.Fatalf("--now without --ttl: exit %d", code)
+	}
+}
