@@ -26,6 +26,11 @@
 // operator, a function of the max parallelism only); each shard's report is
 // a digest file, and Merge combines them into the final verdict.
 //
+// Native checkpoints of the engine are digested from their stored bytes
+// (RawEntry, AddRaw) by package verify/restore, which also digests join
+// state from its logical content so that its two layouts compare equal;
+// BuildReport compares such digests.
+//
 // Reports render as a table, JSON (every digest) or JUnit XML (one test
 // case per operator and state for each target). The package is pure Go.
 package verify
