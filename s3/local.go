@@ -188,8 +188,8 @@ func (l *Local) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || strings.HasPrefix(d.Name(), tmpPrefix) || !strings.HasPrefix(key, prefix) {
-			return nil
+		if !d.Type().IsRegular() || !strings.HasPrefix(key, prefix) || ValidateKey(key) != nil {
+			return nil // links, temporary files, names no key can address
 		}
 		info, ierr := d.Info()
 		if ierr != nil {
