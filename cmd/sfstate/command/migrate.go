@@ -21,6 +21,7 @@ import (
 	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/migrate"
 	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/savepoint"
 )
 
 func init() {
@@ -125,12 +126,21 @@ func runMigrate(c *cli.Context) error {
 	if err != nil {
 		return Fail(ExitIO, err)
 	}
-	// A canonical savepoint (or any savepoint) has `_metadata` at its root.
+	// A savepoint has `_metadata` at its root (our native checkpoints keep
+	// theirs under chk-<id>/ beside a manifest).
 	if _, err := src.Stat(ctx, s3.MetadataName); err == nil {
 		if _, err := src.Stat(ctx, checkpoint.ManifestName); err != nil {
+			native, err := isFlinkNative(ctx, src)
+			if err != nil {
+				return Fail(ExitIO, fmt.Errorf("migrate: %w", err))
+			}
+			if native {
+				return Failf(ExitIO, "migrate: %s is a Flink native (incremental RocksDB) checkpoint: sfstate migrates the join "+
+					"state of its own native checkpoints (a store with chk-<id>/manifest.json); take a canonical savepoint instead", srcLoc)
+			}
 			if to == "" {
-				fmt.Fprintf(c.App.Writer, "%s is a savepoint: canonical savepoints keep join state in the logical encoding "+
-					"(rows with counts and per-row TTL) and need no migration; nothing written\n", srcLoc)
+				fmt.Fprintf(c.App.Writer, "%s is a canonical savepoint: it keeps join state in the logical encoding "+
+					"(rows with counts and per-row TTL) and needs no migration; nothing written\n", srcLoc)
 				return nil
 			}
 			return Failf(ExitUsage, "migrate: --to native-record is not supported yet: restore the savepoint with the engine "+
@@ -188,6 +198,32 @@ func runMigrate(c *cli.Context) error {
 		return Fail(ExitIO, err)
 	}
 	return nil
+}
+
+// isFlinkNative reports whether the savepoint at the root of st holds
+// native (incremental RocksDB) keyed handles.
+func isFlinkNative(ctx context.Context, st s3.Storage) (bool, error) {
+	rc, err := st.Get(ctx, s3.MetadataName)
+	if err != nil {
+		return false, err
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(io.LimitReader(rc, 256<<20))
+	if err != nil {
+		return false, err
+	}
+	md, err := savepoint.ParseMetadata(b, st.String()+"/"+s3.MetadataName)
+	if err != nil {
+		return false, err
+	}
+	for _, op := range md.Operators {
+		for _, s := range op.Subtasks {
+			if _, ok := s.ManagedKeyed.(*savepoint.IncrementalHandle); ok {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 func printMigrateReport(w io.Writer, rep *migrate.Report, asJSON, groups bool) error {

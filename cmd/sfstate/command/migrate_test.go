@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/migrate"
 	"github.com/sfstate/sfstate/s3"
 )
@@ -80,21 +81,36 @@ func TestMigrateCommand(t *testing.T) {
 	}
 }
 
-func TestMigrateCommandCanonicalSavepoint(t *testing.T) {
-	src := filepath.Join(t.TempDir(), "sp")
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		t.Fatal(err)
+func TestMigrateCommandSavepoints(t *testing.T) {
+	var canonical, native string
+	for _, sp := range fixtures.All(t) {
+		switch {
+		case strings.Contains(sp.Name, "canonical-join") && canonical == "":
+			canonical = sp.Dir
+		case strings.Contains(sp.Name, "NATIVE-incremental") && native == "":
+			native = sp.Dir
+		}
 	}
-	if err := os.WriteFile(filepath.Join(src, "_metadata"), []byte("savepoint"), 0o644); err != nil {
-		t.Fatal(err)
+	if canonical == "" || native == "" {
+		t.Skip("join and native fixtures not found")
 	}
 	dst := filepath.Join(t.TempDir(), "dst")
-	out, errOut, code := run(t, "migrate", src, dst)
-	if code != ExitOK || !strings.Contains(out, "need no migration") {
-		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	out, errOut, code := run(t, "migrate", canonical, dst)
+	if code != ExitOK || !strings.Contains(out, "needs no migration") {
+		t.Fatalf("canonical: exit %d\n%s%s", code, out, errOut)
 	}
 	if _, err := os.Stat(dst); err == nil {
 		t.Fatal("destination written for a canonical savepoint")
+	}
+	if _, _, code := run(t, "migrate", "--to", "native-record", canonical, dst); code != ExitUsage {
+		t.Fatalf("--to native-record: exit %d", code)
+	}
+	_, errOut, code = run(t, "migrate", native, dst)
+	if code != ExitIO || !strings.Contains(errOut, "Flink native") {
+		t.Fatalf("native: exit %d\n%s", code, errOut)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		t.Fatal("destination written for a Flink native checkpoint")
 	}
 }
 
