@@ -36,7 +36,7 @@ type RewriteOptions struct {
 // Flink without compression the result is byte-identical; compressed
 // blocks decompress to identical bytes. Native handles fail.
 func Rewrite(ctx context.Context, src *savepoint.Savepoint, dst s3.Storage, o RewriteOptions) (*savepoint.Metadata, error) {
-	rw := &rewriter{src: src, dst: dst, o: o, copied: map[string]*savepoint.StreamHandle{}}
+	rw := &rewriter{src: src, dst: dst, o: o, copied: map[string]*savepoint.StreamHandle{}, used: map[string]bool{}}
 	md := *src.Meta
 	md.Operators = nil
 	for _, op := range src.Meta.Operators {
@@ -87,12 +87,22 @@ type rewriter struct {
 	o       RewriteOptions
 	written []s3.Written
 	copied  map[string]*savepoint.StreamHandle
+	used    map[string]bool // destination file names taken
 	br      keyed.BlockReader
 }
 
-// fileName is the name of the copy of a file handle's stream.
-func fileName(h *savepoint.StreamHandle) string {
-	return path.Base(h.Path)
+// fileName names the copy of a file handle's stream: the source file's
+// base name, or a fresh name when that is taken (two source files with one
+// base name, or one keyed file shared by several handles, as rescaled
+// savepoints' view handles do: each handle's key groups are rewritten into
+// a file of their own).
+func (rw *rewriter) fileName(h *savepoint.StreamHandle) string {
+	name := path.Base(h.Path)
+	if name == "." || name == "/" || name == ".." || name == s3.MetadataName || rw.used[name] {
+		name = uuid()
+	}
+	rw.used[name] = true
+	return name
 }
 
 // copyStream copies a stream handle's bytes unchanged.
@@ -111,7 +121,7 @@ func (rw *rewriter) copyStream(ctx context.Context, h *savepoint.StreamHandle) (
 	if err != nil {
 		return nil, err
 	}
-	name := fileName(h)
+	name := rw.fileName(h)
 	w, err := s3.PutHashed(ctx, rw.dst, path.Join(rw.o.Dir, name), io.NewSectionReader(obj, 0, obj.Size()), obj.Size())
 	if err != nil {
 		return nil, err
@@ -203,7 +213,7 @@ func (rw *rewriter) keyedHandle(ctx context.Context, op *savepoint.OperatorState
 	if d.Tag != savepoint.TagRelativeFile && d.Tag != savepoint.TagFile {
 		return nil, fmt.Errorf("keyed stream handle tag %d cannot be rewritten", d.Tag)
 	}
-	fname := fileName(d)
+	fname := rw.fileName(d)
 	w, err := s3.PutHashed(ctx, rw.dst, path.Join(rw.o.Dir, fname), io.NewSectionReader(f, 0, size), size)
 	if err != nil {
 		return nil, err

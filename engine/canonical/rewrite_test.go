@@ -130,3 +130,60 @@ func TestRewriteFailsOnNative(t *testing.T) {
 		}
 	}
 }
+
+// TestRewriteSharedFile: view handles of a rescaled savepoint share one
+// keyed file; each is rewritten into a file of its own.
+func TestRewriteSharedFile(t *testing.T) {
+	ctx := context.Background()
+	op, _ := genOperator(t, "heap", 128, 1, 400)
+	dir := t.TempDir()
+	store, _ := s3.NewLocal(dir)
+	md, _, err := Export(ctx, []Operator{op}, store, ExportOptions{Dir: "a", InlineThreshold: -1, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := md.Operators[0].Subtasks[0].ManagedKeyed.(*savepoint.KeyGroupsHandle)
+	// Two views at parallelism 2 over the one file.
+	views := *md
+	o := *md.Operators[0]
+	o.Parallelism = 2
+	o.Subtasks = nil
+	for i := 0; i < 2; i++ {
+		lo, hi := i*64, i*64+63
+		v := &savepoint.KeyGroupsHandle{Tag: h.Tag, StartKeyGroup: int32(lo), Offsets: h.Offsets[lo : hi+1], Delegate: h.Delegate}
+		o.Subtasks = append(o.Subtasks, &savepoint.SubtaskState{Index: i, ManagedKeyed: v})
+	}
+	views.Operators = []*savepoint.OperatorState{&o}
+	b, err := savepoint.EncodeMetadata(&views)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Put(ctx, "a/_metadata.views", bytes.NewReader(b), int64(len(b))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(filepath.Join(dir, "a", "_metadata.views"), filepath.Join(dir, "a", "_metadata")); err != nil {
+		t.Fatal(err)
+	}
+	src, err := savepoint.Open(ctx, store, "a/_metadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Rewrite(ctx, src, store, RewriteOptions{Dir: "b", TempDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	cp, err := savepoint.Open(ctx, store, "b/_metadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p0 := cp.Meta.Operators[0].Subtasks[0].ManagedKeyed.(*savepoint.KeyGroupsHandle).Delegate.Path
+	p1 := cp.Meta.Operators[0].Subtasks[1].ManagedKeyed.(*savepoint.KeyGroupsHandle).Delegate.Path
+	if p0 == p1 {
+		t.Fatalf("both views rewritten into %s", p0)
+	}
+	if a, b := rawEntries(t, src), rawEntries(t, cp); !reflect.DeepEqual(a, b) || len(a) == 0 {
+		t.Fatalf("%d entries in the views, %d after rewrite", len(a), len(b))
+	}
+	if probs, _ := savepoint.Check(ctx, cp, savepoint.CheckOptions{}); len(probs) != 0 {
+		t.Fatal(probs)
+	}
+}
