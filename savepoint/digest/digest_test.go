@@ -2,8 +2,10 @@ package digest
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +14,7 @@ import (
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
 func ts(v int64) *int64 { return &v }
@@ -131,5 +134,33 @@ func TestFixtureCounts(t *testing.T) {
 	}
 	if checked < 8 {
 		t.Fatalf("only %d fixtures checked", checked)
+	}
+}
+
+func TestCanonicalEncoding(t *testing.T) {
+	nan := math.NaN()
+	row := func(f ...any) *serde.Row { return &serde.Row{Fields: f} }
+	a := appendCanonical(nil, row(nan, row(int64(1), "x"), serde.Map{{Key: "a", Value: int32(1)}, {Key: "b", Value: int32(2)}}), 0)
+	b := appendCanonical(nil, row(nan, row(int64(1), "x"), serde.Map{{Key: "b", Value: int32(2)}, {Key: "a", Value: int32(1)}}), 0)
+	if !bytes.Equal(a, b) {
+		t.Fatal("equal values (NaN, nested row, reordered map) encode differently")
+	}
+	for _, pair := range [][2]any{
+		{int32(1), int64(1)},
+		{"ab", []any{"a", "b"}},
+		{row("a", "bc"), row("ab", "c")},
+		{&serde.Row{Kind: 1, Fields: []any{int64(1)}}, row(int64(1))},
+		{float64(0), math.Copysign(0, -1)},
+	} {
+		if bytes.Equal(appendCanonical(nil, pair[0], 0), appendCanonical(nil, pair[1], 0)) {
+			t.Errorf("%#v and %#v encode equally", pair[0], pair[1])
+		}
+	}
+	deep := any(int64(1))
+	for i := 0; i < 200; i++ {
+		deep = []any{deep}
+	}
+	if len(appendCanonical(nil, deep, 0)) == 0 {
+		t.Fatal("deep value")
 	}
 }
