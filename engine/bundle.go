@@ -56,6 +56,7 @@ type Bundle struct {
 	scratch  [][]byte
 	scratchS []int
 	misses   []missRef
+	dirtyN   map[int]int // dirty entries per state
 	chunks   [][]entry
 	chunk    int
 	dirty    []dirtyRef
@@ -318,8 +319,19 @@ func (b *Bundle) Put(s *State, key, payload []byte) error {
 	off := len(b.slab)
 	b.slab = append(b.slab, payload...)
 	e.val = b.slab[off:len(b.slab):len(b.slab)]
-	e.present, e.dirty, e.ts = true, true, b.now
+	e.present, e.ts = true, b.now
+	b.markDirty(s, e)
 	return nil
+}
+
+func (b *Bundle) markDirty(s *State, e *entry) {
+	if !e.dirty {
+		e.dirty = true
+		if b.dirtyN == nil {
+			b.dirtyN = map[int]int{}
+		}
+		b.dirtyN[s.id]++
+	}
 }
 
 // Delete removes key.
@@ -328,7 +340,8 @@ func (b *Bundle) Delete(s *State, key []byte) error {
 		return ErrNoBundle
 	}
 	e := b.entryFor(s, key)
-	e.val, e.present, e.dirty = nil, false, true
+	e.val, e.present = nil, false
+	b.markDirty(s, e)
 	return nil
 }
 
@@ -367,7 +380,8 @@ func (b *Bundle) ListAddAll(s *State, key []byte, elems [][]byte) error {
 	for _, el := range elems {
 		v = appendLenBytes(v, el)
 	}
-	e.val, e.present, e.dirty, e.ts = v, true, true, b.now
+	e.val, e.present, e.ts = v, true, b.now
+	b.markDirty(s, e)
 	return nil
 }
 
@@ -410,13 +424,15 @@ func (b *Bundle) MultisetAdd(s *State, key []byte, delta int64) (int64, error) {
 	}
 	c += delta
 	if c <= 0 {
-		e.val, e.present, e.dirty = nil, false, true
+		e.val, e.present = nil, false
+		b.markDirty(s, e)
 		return 0, nil
 	}
 	off := len(b.slab)
 	b.slab = binary.BigEndian.AppendUint64(b.slab, uint64(c))
 	e.val = b.slab[off:len(b.slab):len(b.slab)]
-	e.present, e.dirty, e.ts = true, true, b.now
+	e.present, e.ts = true, b.now
+	b.markDirty(s, e)
 	return c, nil
 }
 
@@ -435,10 +451,15 @@ func (b *Bundle) MultisetCount(s *State, key []byte) (int64, error) {
 // Iterate visits, in key order, the live entries of s whose stored key
 // starts with prefix (an EntryPrefix for map and multiset states), merging
 // the backend with this bundle's updates. fn gets the suffix after prefix
-// (the user key) and the payload.
+// (the user key) and the payload, both valid only during the call.
 func (b *Bundle) Iterate(s *State, prefix []byte, fn func(userKey, payload []byte) bool) error {
 	if !b.active {
 		return ErrNoBundle
+	}
+	if b.dirtyN[s.id] == 0 {
+		// Nothing of this state changed in the bundle: the backend is the
+		// truth (hydrated clean entries equal it); stream it.
+		return b.scanLive(s, prefix, fn)
 	}
 	type kv struct {
 		k string
@@ -487,6 +508,25 @@ func (b *Bundle) Iterate(s *State, prefix []byte, fn func(userKey, payload []byt
 		}
 	}
 	return nil
+}
+
+func (b *Bundle) scanLive(s *State, prefix []byte, fn func(userKey, payload []byte) bool) error {
+	var derr error
+	err := b.op.be.Scan(s.id, prefix, prefixEnd(prefix), func(k, v []byte) bool {
+		ts, p, ok := splitValue(v)
+		if !ok {
+			derr = fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
+			return false
+		}
+		if s.expired(ts, b.now) {
+			return true
+		}
+		return fn(k[len(prefix):], p)
+	})
+	if err != nil {
+		return err
+	}
+	return derr
 }
 
 // prefixEnd returns the smallest key greater than every key starting with
@@ -573,6 +613,7 @@ func (b *Bundle) Abort() {
 
 func (b *Bundle) abort() {
 	clear(b.entries)
+	clear(b.dirtyN)
 	clear(b.dirty)
 	b.dirty = b.dirty[:0]
 	for i := range b.chunks {
