@@ -59,7 +59,6 @@ import "C"
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"unsafe"
 
 	"github.com/linxGnu/grocksdb"
@@ -106,8 +105,9 @@ func (f *frameBuf) each(fn func(k, v []byte) error) error {
 }
 
 // scanBatched visits every entry of it (positioned by the caller) in
-// batches copied out with one C call each. buf bounds the copy; an entry
-// larger than buf grows it to that entry's size.
+// batches copied out with one C call each; buf bounds the copy. An entry
+// larger than the buffer is handed over in place (RocksDB's pinned bytes,
+// no Go copy) and its consumer streams it in bounded chunks.
 func scanBatched(it *grocksdb.Iterator, bufSize int, fn func(k, v []byte) error) error {
 	f := &frameBuf{b: make([]byte, bufSize)}
 	ci := nativeIter(it)
@@ -116,10 +116,14 @@ func scanBatched(it *grocksdb.Iterator, bufSize int, fn func(k, v []byte) error)
 		var valid C.int
 		n := C.mig_scan(ci, (*C.char)(unsafe.Pointer(&f.b[0])), C.size_t(len(f.b)), &used, &need, &valid)
 		if need > 0 {
-			if need > 1<<31 {
-				return fmt.Errorf("entry of %d bytes", need)
+			k, v := it.Key(), it.Value()
+			err := fn(k.Data(), v.Data())
+			k.Free()
+			v.Free()
+			if err != nil {
+				return err
 			}
-			f.b = make([]byte, int(need))
+			it.Next()
 			continue
 		}
 		full := f.b
@@ -146,4 +150,60 @@ func sstPutBatch(w *grocksdb.SSTFileWriter, f *frameBuf) error {
 		return errors.New(msg)
 	}
 	return nil
+}
+
+// pullIter reads an iterator in batches (as scanBatched) but hands entries
+// out one at a time, so that two streams can be merged. The slices returned
+// by next are valid until the following call.
+type pullIter struct {
+	it    *grocksdb.Iterator
+	ci    *C.rocksdb_iterator_t
+	buf   []byte
+	cur   frameBuf
+	off   int // byte offset of the next frame in cur
+	left  int // frames left in cur
+	valid bool
+	big   bool // the last entry was handed over in place: advance it
+	k, v  *grocksdb.Slice
+}
+
+func newPullIter(it *grocksdb.Iterator, bufSize int) *pullIter {
+	return &pullIter{it: it, ci: nativeIter(it), buf: make([]byte, bufSize), valid: true}
+}
+
+func (p *pullIter) next() (k, v []byte, ok bool, err error) {
+	if p.it == nil {
+		return nil, nil, false, nil
+	}
+	if p.big {
+		p.k.Free()
+		p.v.Free()
+		p.big = false
+		p.it.Next()
+	}
+	if p.left == 0 {
+		if !p.valid {
+			return nil, nil, false, p.it.Err()
+		}
+		var used, need C.size_t
+		var valid C.int
+		n := C.mig_scan(p.ci, (*C.char)(unsafe.Pointer(&p.buf[0])), C.size_t(len(p.buf)), &used, &need, &valid)
+		if need > 0 {
+			p.k, p.v = p.it.Key(), p.it.Value()
+			p.big = true
+			return p.k.Data(), p.v.Data(), true, nil
+		}
+		p.valid = valid != 0
+		p.cur.b, p.cur.n = p.buf[:int(used)], int(n)
+		p.off, p.left = 0, int(n)
+		if n == 0 {
+			return nil, nil, false, p.it.Err()
+		}
+	}
+	b := p.cur.b[p.off:]
+	kl := int(binary.LittleEndian.Uint32(b))
+	vl := int(binary.LittleEndian.Uint32(b[4:]))
+	p.off += 8 + kl + vl
+	p.left--
+	return b[8 : 8+kl : 8+kl], b[8+kl : 8+kl+vl : 8+kl+vl], true, nil
 }

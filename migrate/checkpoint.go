@@ -736,6 +736,22 @@ func (r *readDB) scan(cf string, bufSize int, fn func(k, v []byte) error) error 
 	return scanBatched(it, bufSize, fn)
 }
 
+// iter opens a batched pull iterator over cf (nil-safe when the family
+// does not exist: it yields nothing).
+func (r *readDB) iter(cf string, bufSize int) (*pullIter, func()) {
+	h, ok := r.cfs[cf]
+	if !ok {
+		return &pullIter{}, func() {}
+	}
+	ro := grocksdb.NewDefaultReadOptions()
+	ro.SetVerifyChecksums(true)
+	ro.SetFillCache(false)
+	ro.SetReadaheadSize(2 << 20)
+	it := r.db.NewIteratorCF(ro, h)
+	it.SeekToFirst()
+	return newPullIter(it, bufSize), func() { it.Close(); ro.Destroy() }
+}
+
 // conversion streams one subtask's bucket entries (merged with records
 // already migrated online) into record entries.
 type conversion struct {
@@ -793,58 +809,46 @@ func (c *conversion) run(dry bool) error {
 		c.res = res
 		defer res.Release()
 	}
-	// records already in the record state (mixed state): copy through
-	recs, err := c.collectRecords(rdg)
+	// records already in the record state (mixed state) are copied
+	// through, merged by key with the converted buckets
+	bi, bclose := c.rd.iter(recordstore.BucketStateName, c.bufSize)
+	defer bclose()
+	ri, rclose := c.rd.iter(recordstore.RecordStateName, 64<<10)
+	defer rclose()
+	bk, bv, bok, err := bi.next()
 	if err != nil {
-		return err
+		return fmt.Errorf("state %q: %w", recordstore.BucketStateName, err)
 	}
-	ri := 0
-	flushBefore := func(k []byte) error {
-		for ri < len(recs) && (k == nil || bytes.Compare(recs[ri][0], k) < 0) {
-			if err := c.sink(recs[ri][0], recs[ri][1]); err != nil {
-				return err
-			}
-			ri++
-		}
-		return nil
+	rk, rv, rok, err := ri.next()
+	if err != nil {
+		return fmt.Errorf("state %q: %w", recordstore.RecordStateName, err)
 	}
-	err = c.rd.scan(recordstore.BucketStateName, c.bufSize, func(k, v []byte) error {
-		if err := flushBefore(k); err != nil {
-			return err
-		}
-		kg, _ := c.layout.KeyGroupOf(k)
-		if !c.layout.Range.Contains(kg) {
-			return fmt.Errorf("%w: bucket key %x of key group %d outside the subtask's range [%d, %d]", ErrCorrupt, k, kg, c.layout.Range.Start, c.layout.Range.End)
-		}
-		var g *GroupStats
-		var pc uint64
-		b, err := conv.ConvertBucket(k, v, func(b *Bucket, row *recordstore.LogicalRow, rk, rv []byte) error {
-			if g == nil {
-				g = c.src.Group(GroupID{b.Side, b.KeyGroup})
-				pc = PrefixCRC(k)
-				g.Keys++
-				g.Bytes += int64(len(b.Key))
+	for bok || rok {
+		if rok && (!bok || bytes.Compare(rk, bk) < 0) {
+			if err := rdg.Add(rk, rv); err != nil {
+				return fmt.Errorf("state %q: %w", recordstore.RecordStateName, err)
 			}
-			c.src.AddRow(g, pc, b.Key, row)
 			c.rows++
 			c.bytesOut += int64(len(rk) + len(rv))
-			return c.sink(rk, rv)
-		})
-		if err != nil {
+			if err := c.sink(rk, rv); err != nil {
+				return err
+			}
+			if rk, rv, rok, err = ri.next(); err != nil {
+				return fmt.Errorf("state %q: %w", recordstore.RecordStateName, err)
+			}
+			continue
+		}
+		if err := c.bucket(&conv, bk, bv); err != nil {
+			return err
+		}
+		if bk, bv, bok, err = bi.next(); err != nil {
 			return fmt.Errorf("state %q: %w", recordstore.BucketStateName, err)
 		}
-		if want := recordstore.KeyGroupOf(b.Key, c.layout.MaxParallelism); want != b.KeyGroup {
-			return fmt.Errorf("%w: bucket key %x stored in key group %d, its join key hashes to %d", ErrCorrupt, k, b.KeyGroup, want)
-		}
-		c.buckets++
-		c.bytesIn += int64(len(k) + len(v))
-		return nil
-	})
-	if err != nil {
-		return err
 	}
-	if err := flushBefore(nil); err != nil {
-		return err
+	if c.writer != nil {
+		if err := c.sstFlush(); err != nil {
+			return err
+		}
 	}
 	if c.batch != nil {
 		return c.commitBatch()
@@ -852,29 +856,35 @@ func (c *conversion) run(dry bool) error {
 	return nil
 }
 
-// collectRecords reads records an online migration already wrote. They
-// are few by construction (a job restored from a bucket checkpoint
-// migrates lazily), but the pool bounds them anyway.
-func (c *conversion) collectRecords(rdg *RecordDigester) ([][2][]byte, error) {
-	var out [][2][]byte
-	res, ok := c.r.opts.Pool.Reserve(0)
-	if !ok {
-		return nil, errors.New("pool exhausted")
+// bucket converts one bucket entry.
+func (c *conversion) bucket(conv *Converter, k, v []byte) error {
+	kg, _ := c.layout.KeyGroupOf(k)
+	if !c.layout.Range.Contains(kg) {
+		return fmt.Errorf("%w: bucket key %x of key group %d outside the subtask's range [%d, %d]", ErrCorrupt, k, kg, c.layout.Range.Start, c.layout.Range.End)
 	}
-	defer res.Release()
-	err := c.rd.scan(recordstore.RecordStateName, c.bufSize, func(k, v []byte) error {
-		if !res.Grow(int64(len(k) + len(v) + 64)) {
-			return fmt.Errorf("records already in the record state exceed the memory pool (%d bytes)", c.r.opts.Pool.Capacity())
+	var g *GroupStats
+	var pc uint64
+	b, err := conv.ConvertBucket(k, v, func(b *Bucket, row *recordstore.LogicalRow, rk, rv []byte) error {
+		if g == nil {
+			g = c.src.Group(GroupID{b.Side, b.KeyGroup})
+			pc = PrefixCRC(k)
+			g.Keys++
+			g.Bytes += int64(len(b.Key))
 		}
-		if err := rdg.Add(k, v); err != nil {
-			return err
-		}
+		c.src.AddRow(g, pc, b.Key, row)
 		c.rows++
-		c.bytesOut += int64(len(k) + len(v))
-		out = append(out, [2][]byte{append([]byte(nil), k...), append([]byte(nil), v...)})
-		return nil
+		c.bytesOut += int64(len(rk) + len(rv))
+		return c.sink(rk, rv)
 	})
-	return out, err
+	if err != nil {
+		return fmt.Errorf("state %q: %w", recordstore.BucketStateName, err)
+	}
+	if want := recordstore.KeyGroupOf(b.Key, c.layout.MaxParallelism); want != b.KeyGroup {
+		return fmt.Errorf("%w: bucket key %x stored in key group %d, its join key hashes to %d", ErrCorrupt, k, b.KeyGroup, want)
+	}
+	c.buckets++
+	c.bytesIn += int64(len(k) + len(v))
+	return nil
 }
 
 func (c *conversion) sstPut(k, v []byte) error {

@@ -375,3 +375,45 @@ func TestCheckpointCorruptSource(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckpointHugeBucket: a multiset far larger than the scan and write
+// buffers (the pool grants almost nothing) is streamed in place.
+func TestCheckpointHugeBucket(t *testing.T) {
+	ctx := context.Background()
+	src, _ := s3.NewLocal(filepath.Join(t.TempDir(), "src"))
+	layout := engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
+	be, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), "db"), layout, fixtureStates(), engine.RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	k := testKey(t, 1)
+	var rows []recordstore.LogicalRow
+	for i := 0; i < 6000; i++ {
+		rows = append(rows, recordstore.LogicalRow{Row: testRow(int64(i), 100), Count: int64(1 + i%3), Assoc: int64(i % 2), TS: int64(1000 + i)})
+	}
+	sort.Slice(rows, func(a, b int) bool { return string(rows[a].Row) < string(rows[b].Row) })
+	b := be.NewBatch()
+	b.Put(1, recordstore.AppendGroupPrefix(nil, 1, recordstore.KeyGroupOf(k, 128), recordstore.Right, k), recordstore.AppendBucketValue(nil, rows))
+	if err := b.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	if _, err := checkpoint.New(src, checkpoint.Options{}).TakeSync(ctx, []engine.Backend{be}, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []WriteMode{WriteSST, WritePut} {
+		dst, _ := s3.NewLocal(filepath.Join(t.TempDir(), string(mode)))
+		pool := engine.NewPool(1 << 10)
+		rep, err := Checkpoint(ctx, src, dst, Options{Mode: mode, WorkDir: t.TempDir(), Pool: pool})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Operators[0].Rows != 6000 || rep.Operators[0].BytesIn < 600_000 {
+			t.Fatalf("%s: %d rows from %d bytes", mode, rep.Operators[0].Rows, rep.Operators[0].BytesIn)
+		}
+		if pool.Used() != 0 || pool.Peak() > 1<<10 {
+			t.Fatalf("pool used %d peak %d", pool.Used(), pool.Peak())
+		}
+	}
+}
