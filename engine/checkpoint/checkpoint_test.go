@@ -358,6 +358,27 @@ func testCorrupt(t *testing.T) {
 	}
 }
 
+// A checkpoint of some subtasks only cannot restore the others' key groups.
+func TestRestoreRefusesUncoveredKeyGroups(t *testing.T) {
+	ctx := context.Background()
+	st := localStore(t)
+	c := newCluster(t, 2)
+	c.write(0, 500, "a", false)
+	if _, err := New(st, Options{}).TakeSync(ctx, c.backends[:1], 1); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "r")
+	_, _, err := Restore(ctx, st, 1, engine.KeyGroupRange{Start: 0, End: testMaxPar - 1}, dir, RestoreOptions{})
+	if err == nil || !strings.Contains(err.Error(), "belong to no subtask") {
+		t.Fatalf("restore beyond the checkpointed key groups: %v", err)
+	}
+	b, _, err := Restore(ctx, st, 1, engine.KeyGroupRange{Start: 0, End: 63}, dir, RestoreOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+}
+
 func isCorrupt(err error) bool {
 	return err != nil && strings.Contains(err.Error(), ErrCorrupt.Error())
 }

@@ -200,6 +200,11 @@ func (m *Manifest) validate(id int64) error {
 			return fmt.Errorf("subtask entry %d: index %d invalid or repeated", i, s.Index)
 		}
 		seen[s.Index] = true
+		for _, o := range m.Subtasks[:i] {
+			if s.StartKeyGroup <= o.EndKeyGroup && o.StartKeyGroup <= s.EndKeyGroup {
+				return fmt.Errorf("subtasks %d and %d have overlapping key-group ranges", o.Index, s.Index)
+			}
+		}
 		files += len(s.Shared) + len(s.Private)
 		if files > maxFiles {
 			return fmt.Errorf("more than %d files", maxFiles)

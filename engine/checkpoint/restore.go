@@ -97,6 +97,13 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRa
 			handles = append(handles, s)
 		}
 	}
+	covered := 0
+	for _, h := range handles {
+		covered += min(h.EndKeyGroup, rng.End) - max(h.StartKeyGroup, rng.Start) + 1
+	}
+	if covered != rng.End-rng.Start+1 {
+		return nil, nil, fmt.Errorf("checkpoint %d: %d of the key groups [%d, %d] belong to no subtask of the checkpoint", id, rng.End-rng.Start+1-covered, rng.Start, rng.End)
+	}
 	overlap := func(s *Subtask) int { return min(s.EndKeyGroup, rng.End) - max(s.StartKeyGroup, rng.Start) + 1 }
 	sort.SliceStable(handles, func(i, j int) bool { return overlap(handles[i]) > overlap(handles[j]) })
 	stats := &RestoreStats{Handles: len(handles)}
