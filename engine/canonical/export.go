@@ -2,10 +2,8 @@ package canonical
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -350,17 +348,6 @@ func WriteStream(ctx context.Context, w io.Writer, op *engine.Operator, schema *
 		return nil, 0, err
 	}
 	return kw.Offsets(), n, nil
-}
-
-// errNoTrailer is returned for Flink versions without a known trailer.
-var errNoTrailer = errors.New("canonical: no CheckpointProperties trailer for this Flink version")
-
-// encodeStream returns the whole stream of one backend in memory (tests and
-// benchmarks).
-func encodeStream(ctx context.Context, op *engine.Operator, schema *engine.Schema) ([]byte, []int64, error) {
-	var buf bytes.Buffer
-	offs, _, err := WriteStream(ctx, &buf, op, schema, false)
-	return buf.Bytes(), offs, err
 }
 
 // scanItem is one live entry copied out of a range scan.

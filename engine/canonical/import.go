@@ -117,8 +117,9 @@ type importPlan struct {
 
 // Import restores the keyed state of sp into new backends opened by
 // factory. See the package documentation for what is supported; every
-// stream header is read and every state checked before the first backend
-// is opened. On error, backends opened so far are closed.
+// stream header is read, every state and the target parallelism checked
+// before the first backend is opened. On error, backends opened so far are
+// closed (their on-disk files, if any, belong to the factory's caller).
 func Import(ctx context.Context, sp *savepoint.Savepoint, factory BackendFactory, o ImportOptions) (*ImportResult, error) {
 	if o.BatchSize <= 0 {
 		o.BatchSize = 4096
@@ -133,9 +134,20 @@ func Import(ctx context.Context, sp *savepoint.Savepoint, factory BackendFactory
 		if err != nil {
 			return nil, err
 		}
-		if p != nil {
-			plans = append(plans, p)
-			res.Stats.Files += len(p.files)
+		if p == nil {
+			continue
+		}
+		par := o.Parallelism
+		if par == 0 {
+			par = int(p.op.Parallelism)
+		}
+		if err := keygroups.CheckParallelism(int(p.op.MaxParallelism), par); err != nil {
+			return nil, fmt.Errorf("canonical: operator %s: %w", p.op.ID, err)
+		}
+		plans = append(plans, p)
+		res.Stats.Files += len(p.files)
+		for _, f := range p.files {
+			res.Stats.StreamBytes += f.obj.Size()
 		}
 	}
 	var opened []engine.Backend
@@ -154,9 +166,6 @@ func Import(ctx context.Context, sp *savepoint.Savepoint, factory BackendFactory
 			par = int(p.op.Parallelism)
 		}
 		maxP := int(p.op.MaxParallelism)
-		if err := keygroups.CheckParallelism(maxP, par); err != nil {
-			return nil, fmt.Errorf("canonical: operator %s: %w", p.op.ID, err)
-		}
 		iop := ImportedOperator{ID: p.op.ID, Parallelism: par, MaxParallelism: maxP}
 		for j := 0; j < par; j++ {
 			r := keygroups.RangeForSubtask(maxP, par, j)

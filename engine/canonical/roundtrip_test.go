@@ -149,3 +149,16 @@ func TestImportUnsupportedFailsBeforeWriting(t *testing.T) {
 		}
 	}
 }
+
+// TestImportBadParallelismOpensNothing: a target parallelism above some
+// operator's max parallelism fails before any backend is opened.
+func TestImportBadParallelismOpensNothing(t *testing.T) {
+	sp := fixtureSavepoints(t)["flink1.20-rocksdb-canonical-valuestate-timers"]
+	if sp == nil {
+		t.Fatal("fixture missing")
+	}
+	calls := 0
+	if _, err := Import(context.Background(), sp, testFactory(t, "heap", nil, &calls), ImportOptions{Parallelism: 1 << 15}); err == nil || calls != 0 {
+		t.Fatalf("err %v, %d backends opened", err, calls)
+	}
+}

@@ -1,11 +1,15 @@
 package canonical
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 )
+
+// errNoTrailer is returned for Flink versions without a known trailer.
+var errNoTrailer = errors.New("canonical: no CheckpointProperties trailer for this Flink version")
 
 // The Java classes of the V4 `_metadata` trailer (CheckpointProperties of a
 // manual savepoint), with the serialVersionUIDs Flink 1.16-1.20 use.
