@@ -195,8 +195,8 @@ func checkStates(states []StateDesc) error {
 		if s.Kind < KindValue || s.Kind > KindPriorityQueue {
 			return fmt.Errorf("engine: state %q: invalid kind %d", s.Name, s.Kind)
 		}
-		if s.TTL < 0 {
-			return fmt.Errorf("engine: state %q: negative TTL", s.Name)
+		if s.TTL < 0 || (s.TTL > 0 && s.TTL < time.Millisecond) {
+			return fmt.Errorf("engine: state %q: TTL %v must be zero or at least 1ms", s.Name, s.TTL)
 		}
 		if s.Kind == KindPriorityQueue && s.TTL != 0 {
 			return fmt.Errorf("engine: state %q: priority queues have no TTL", s.Name)

@@ -459,6 +459,16 @@ func TestLayoutValidation(t *testing.T) {
 	if _, err := OpenHeap(smallLayout, []StateDesc{{Name: "default", Kind: KindValue}}); err == nil {
 		t.Fatal("reserved name accepted")
 	}
+	for _, bad := range []StateDesc{
+		{Name: "t", Kind: KindValue, TTL: time.Microsecond},
+		{Name: "t", Kind: KindValue, TTL: -time.Second},
+		{Name: "t", Kind: Kind(99)},
+		{Name: "t", Kind: KindPriorityQueue, TTL: time.Second},
+	} {
+		if _, err := OpenHeap(smallLayout, []StateDesc{bad}); err == nil {
+			t.Fatalf("state %+v accepted", bad)
+		}
+	}
 	op := NewOperator(mustHeap(t), nil)
 	if _, _, _, _, err := op.DecodeKey([]byte{1, 200}); err == nil {
 		t.Fatal("malformed key decoded")
