@@ -22,6 +22,11 @@ package engine
 //	value, user key primitives      as for keys                    as for keys
 //	queue element   TypeRaw         Flink's element bytes          same (e.g. TimerSerializer)
 //
+// Priority-queue (timer) entries are stored with an empty key and
+// namespace, the element after them (Layout.Key(kg, nil, nil) followed by
+// the element's Flink bytes, e.g. TimerSerializer's sign-flipped timestamp,
+// key and namespace) and a zero 8-byte timestamp as value.
+//
 // Keys and map user keys that are rows keep Flink's BinaryRowData bytes
 // unchanged (key groups hash exactly these bytes, and equality of user keys
 // is byte equality); value rows use the compact row codec of package
