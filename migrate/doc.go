@@ -26,20 +26,39 @@
 // # Native checkpoints (cgo)
 //
 // Checkpoint migrates a native checkpoint (package engine/checkpoint) from
-// one store to another: per subtask, the bucket state's SST files are
-// fetched and read, the record entries are written with RocksDB's SST
-// writer and ingested into a RocksDB directory that also imports the
-// subtask's untouched SST files (hard links), the result is listed and
-// uploaded; untouched files keep their object keys and are carried over by
-// reference (hard link between local stores, server-side copy on one S3
-// bucket). A journal under the destination records finished subtasks, so a
-// killed run resumes where it stopped; `_metadata` is written last, after
-// the migrated content's digest was checked against the source's.
+// one store to another. Per subtask (Options.Parallel at once):
+//
+//  1. the subtask's files are fetched and checked against the manifest's
+//     size and CRC-32C (hard links from a local store, downloads else);
+//  2. the bucket family is read with a read-only RocksDB, merged by key with
+//     any records an online migration already wrote, converted and written
+//     with RocksDB's SST writer (then ingested, files moved) or through
+//     write batches (WriteMode); reads and writes cross into C once per
+//     batch of about 1 MiB whose buffers are reserved from the pool, and a
+//     bucket larger than the buffer is converted in place from RocksDB's
+//     memory;
+//  3. the output RocksDB imports the subtask's untouched SST files (hard
+//     links) beside the records, and a RocksDB checkpoint of it is listed;
+//  4. the record family is read back and its digest compared with the
+//     source's, per side and key group (ErrMismatch on any difference);
+//  5. new files are uploaded; files that are links of source files keep the
+//     source's object key and are carried over by reference (hard link
+//     between local stores, or Options.CopyReferenced, e.g. a server-side
+//     copy inside one S3 bucket);
+//  6. a journal entry chk-<id>/_migrate/task-<i>.json records the subtask.
+//
+// The manifest and then `_metadata` (PutIfAbsent, after every object was
+// confirmed) are written last. A run killed anywhere leaves no `_metadata`;
+// rerun with the same arguments, it skips journaled subtasks and produces
+// the same checkpoint. The source is never written.
 //
 // # Online
 //
 // MigratingJoinState wraps a record-layout recordstore.JoinState whose
-// backend still holds bucket entries: the first bundle touching a key
-// converts that key's buckets (both sides) and deletes them in the same
-// atomic batch as the bundle's own writes.
+// backend still holds bucket entries: Begin converts the buckets of every
+// probed key (both sides) and deletes them in one atomic batch before the
+// bundle reads anything (pool-bounded; a bucket's records and its deletion
+// always share a batch). Its Logical merges both layouts, so the logical
+// content — and anything exported from it — does not depend on how far the
+// migration got.
 package migrate
