@@ -448,9 +448,50 @@ func (r *run) readJournal() (map[int]*journalEntry, error) {
 		if journalKey(r.id, e.Subtask.Index) != o.Key {
 			return nil, fmt.Errorf("migrate: journal %s/%s names subtask %d", r.dst, o.Key, e.Subtask.Index)
 		}
+		if err := r.checkJournal(&e); err != nil {
+			return nil, fmt.Errorf("migrate: journal %s/%s: %w", r.dst, o.Key, err)
+		}
 		out[e.Subtask.Index] = &e
 	}
 	return out, nil
+}
+
+// checkJournal validates a journal entry against the source manifest:
+// the subtask exists with the same range, and every object key and name is
+// well formed and where a checkpoint keeps it.
+func (r *run) checkJournal(e *journalEntry) error {
+	var src *checkpoint.Subtask
+	for i := range r.m.Subtasks {
+		if r.m.Subtasks[i].Index == e.Subtask.Index {
+			src = &r.m.Subtasks[i]
+		}
+	}
+	if src == nil || src.StartKeyGroup != e.Subtask.StartKeyGroup || src.EndKeyGroup != e.Subtask.EndKeyGroup {
+		return fmt.Errorf("subtask %d does not match the source checkpoint", e.Subtask.Index)
+	}
+	check := func(o checkpoint.Object, prefix string) error {
+		if o.Name == "" || o.Name != filepath.Base(o.Name) || o.Name == "." || o.Name == ".." || strings.ContainsAny(o.Name, "/\\\x00") {
+			return fmt.Errorf("hostile file name %q", o.Name)
+		}
+		if err := s3.ValidateKey(o.Key); err != nil || !strings.HasPrefix(o.Key, prefix) {
+			return fmt.Errorf("object key %q outside %s", o.Key, prefix)
+		}
+		if o.Size < 0 || o.Size > 1<<40 {
+			return fmt.Errorf("object %q has size %d", o.Key, o.Size)
+		}
+		return nil
+	}
+	for _, f := range e.Subtask.Shared {
+		if err := check(f.Object, checkpoint.SharedPrefix); err != nil {
+			return err
+		}
+	}
+	for _, f := range e.Subtask.Private {
+		if err := check(f, checkpoint.Dir(r.id)+"/"); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // backendID derives the migrated subtask's backend id from the source's,

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -415,5 +416,39 @@ func TestCheckpointHugeBucket(t *testing.T) {
 		if pool.Used() != 0 || pool.Peak() > 1<<10 {
 			t.Fatalf("pool used %d peak %d", pool.Used(), pool.Peak())
 		}
+	}
+}
+
+// TestCheckpointHostileJournal: a journal entry pointing outside the
+// checkpoint is refused, nothing is published.
+func TestCheckpointHostileJournal(t *testing.T) {
+	ctx := context.Background()
+	f := makeSource(t, 5, nil)
+	dst, _ := s3.NewLocal(filepath.Join(t.TempDir(), "dst"))
+	if _, err := Checkpoint(ctx, f.store, dst, Options{WorkDir: t.TempDir(), failAfter: 1 << 30}); err != nil {
+		t.Fatal(err)
+	}
+	// forge: take the journal of subtask 0, point a file at another key,
+	// and replay into a fresh destination
+	rc, err := dst.Get(ctx, journalKey(1, 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(rc)
+	rc.Close()
+	forged := strings.Replace(string(b), `"key": "shared/`, `"key": "../escape/`, 1)
+	if forged == string(b) {
+		t.Fatal("journal has no shared key to forge")
+	}
+	dst2, _ := s3.NewLocal(filepath.Join(t.TempDir(), "dst2"))
+	if err := dst2.Put(ctx, journalKey(1, 0), strings.NewReader(forged), int64(len(forged))); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Checkpoint(ctx, f.store, dst2, Options{WorkDir: t.TempDir()})
+	if err == nil || !strings.Contains(err.Error(), "journal") {
+		t.Fatalf("want a journal error, got %v", err)
+	}
+	if ids, _ := checkpoint.Completed(ctx, dst2); len(ids) != 0 {
+		t.Fatal("published from a forged journal")
 	}
 }
