@@ -189,7 +189,7 @@ func (m *backendMigration) keyGroup(kg int) error {
 				}
 				if g == nil {
 					g = d.Group(GroupID{b.Side, b.KeyGroup})
-					pc = PrefixCRC(k)
+					pc = PrefixHash(k)
 					if row == 1 {
 						g.Keys++
 						g.Bytes += int64(len(b.Key))

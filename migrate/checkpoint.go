@@ -908,7 +908,7 @@ func (c *conversion) bucket(conv *Converter, k, v []byte) error {
 	b, err := conv.ConvertBucket(k, v, func(b *Bucket, row *recordstore.LogicalRow, rk, rv []byte) error {
 		if g == nil {
 			g = c.src.Group(GroupID{b.Side, b.KeyGroup})
-			pc = PrefixCRC(k)
+			pc = PrefixHash(k)
 			g.Keys++
 			g.Bytes += int64(len(b.Key))
 		}

@@ -1,9 +1,9 @@
 package migrate
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc64"
 	"math/bits"
 	"sort"
 
@@ -102,7 +102,12 @@ type Digest struct {
 // NewDigest returns an empty digest.
 func NewDigest() *Digest { return &Digest{Groups: make(map[GroupID]*GroupStats)} }
 
-var crcTable = crc64.MakeTable(crc64.ECMA)
+const (
+	hk1 = 0x9e3779b185ebca87
+	hk2 = 0xc2b2ae3d27d4eb4f
+	hk3 = 0x165667b19e3779f9
+	hk4 = 0x85ebca77c2b2ae63
+)
 
 func mix64(x uint64) uint64 {
 	x ^= x >> 30
@@ -113,16 +118,35 @@ func mix64(x uint64) uint64 {
 	return x
 }
 
-// RowHash is the hash of one row of (group prefix p): the CRC-64 of the
-// record key p|row (given as the CRC of p, continued), mixed with the count
-// and timestamp.
-func RowHash(prefixCRC uint64, row []byte, count, ts int64) uint64 {
-	h := crc64.Update(prefixCRC, crcTable, row)
-	return mix64(h ^ mix64(uint64(count)^bits.RotateLeft64(uint64(ts), 29)^0x9e3779b97f4a7c15))
+// hashBytes is a fast 64-bit hash of b continuing from seed: one multiply
+// and rotate per 8-byte word, a final avalanche. Digests only need it to be
+// deterministic and sensitive to every byte and to the length.
+func hashBytes(seed uint64, b []byte) uint64 {
+	h := seed ^ uint64(len(b))*hk3
+	for len(b) >= 8 {
+		w := binary.LittleEndian.Uint64(b)
+		h ^= bits.RotateLeft64(w*hk2, 31) * hk1
+		h = bits.RotateLeft64(h, 27)*hk1 + hk4
+		b = b[8:]
+	}
+	var t uint64
+	for i, c := range b {
+		t |= uint64(c) << (8 * i)
+	}
+	h ^= bits.RotateLeft64((t^uint64(len(b))<<56)*hk2, 31) * hk1
+	return mix64(h)
 }
 
-// PrefixCRC is the CRC-64 of a group prefix, for RowHash.
-func PrefixCRC(prefix []byte) uint64 { return crc64.Update(0, crcTable, prefix) }
+// RowHash is the hash of one row of a group whose prefix hash is
+// prefixHash (see PrefixHash), mixed with the row's count and timestamp.
+func RowHash(prefixHash uint64, row []byte, count, ts int64) uint64 {
+	h := hashBytes(prefixHash, row)
+	return mix64(h ^ mix64(uint64(count)^bits.RotateLeft64(uint64(ts), 29)^hk4))
+}
+
+// PrefixHash is the hash of a group prefix (the bucket key, or a record
+// key without its row), the seed of RowHash.
+func PrefixHash(prefix []byte) uint64 { return hashBytes(0x243f6a8885a308d3, prefix) }
 
 // Group returns the statistics of id, creating them.
 func (d *Digest) Group(id GroupID) *GroupStats {
@@ -134,12 +158,12 @@ func (d *Digest) Group(id GroupID) *GroupStats {
 	return g
 }
 
-// AddRow adds one row of a group whose prefix CRC is prefixCRC.
-func (d *Digest) AddRow(g *GroupStats, prefixCRC uint64, key []byte, r *recordstore.LogicalRow) {
+// AddRow adds one row of a group whose prefix hash is prefixHash.
+func (d *Digest) AddRow(g *GroupStats, prefixHash uint64, key []byte, r *recordstore.LogicalRow) {
 	g.Rows++
 	g.Count += r.Count
 	g.Assoc += r.Assoc
-	g.Hash += RowHash(prefixCRC, r.Row, r.Count, r.TS)
+	g.Hash += RowHash(prefixHash, r.Row, r.Count, r.TS)
 	g.Bytes += int64(len(r.Row))
 }
 
@@ -150,7 +174,7 @@ func (d *Digest) AddBucketEntry(width int, k, v []byte) error {
 		return fmt.Errorf("bucket key %x offset %d: %w", k, off, err)
 	}
 	g := d.Group(GroupID{b.Side, b.KeyGroup})
-	pc := PrefixCRC(k)
+	pc := PrefixHash(k)
 	first := true
 	off, err = recordstore.DecodeBucketValue(v, func(r recordstore.LogicalRow) error {
 		if first {
@@ -190,7 +214,7 @@ func (rd *RecordDigester) Add(k, v []byte) error {
 	p := k[:len(k)-len(row)]
 	if rd.g == nil || string(p) != string(rd.prefix) {
 		rd.prefix = append(rd.prefix[:0], p...)
-		rd.pc = PrefixCRC(p)
+		rd.pc = PrefixHash(p)
 		rd.g = rd.D.Group(GroupID{side, kg})
 		rd.g.Keys++
 		rd.g.Bytes += int64(len(key))
@@ -204,7 +228,7 @@ func (d *Digest) AddGroup(width int, lg *recordstore.LogicalGroup) {
 	g := d.Group(GroupID{lg.Side, lg.KeyGroup})
 	g.Keys++
 	g.Bytes += int64(len(lg.Key))
-	pc := PrefixCRC(recordstore.AppendGroupPrefix(nil, width, lg.KeyGroup, lg.Side, lg.Key))
+	pc := PrefixHash(recordstore.AppendGroupPrefix(nil, width, lg.KeyGroup, lg.Side, lg.Key))
 	for i := range lg.Rows {
 		d.AddRow(g, pc, lg.Key, &lg.Rows[i])
 	}
