@@ -106,7 +106,7 @@ func (op *Operator) DecodeKey(stored []byte) (kg int, key, ns, rest []byte, err 
 	p := stored[op.layout.Width():]
 	take := func() ([]byte, error) {
 		n, w := binary.Uvarint(p)
-		if w <= 0 || n > uint64(len(p)-w) {
+		if w <= 0 || n > uint64(len(p)-w) || w != len(binary.AppendUvarint(nil, n)) {
 			return nil, errors.New("engine: malformed stored key")
 		}
 		b := p[w : w+int(n)]
