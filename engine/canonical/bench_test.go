@@ -165,6 +165,27 @@ func BenchmarkCanonicalRead(b *testing.B) {
 	}
 }
 
+// BenchmarkCanonicalReadParallel: Import at parallelism 4 into RocksDB
+// with 1 and 2 workers.
+func BenchmarkCanonicalReadParallel(b *testing.B) {
+	setupBench(b)
+	for _, workers := range []int{1, 2} {
+		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) {
+			b.SetBytes(int64(len(benchState.stream)))
+			for i := 0; i < b.N; i++ {
+				res, err := Import(context.Background(), benchState.sp, func(_ savepoint.OperatorID, _ int, l engine.Layout, d []engine.StateDesc) (engine.Backend, error) {
+					return engine.OpenRocksDB(b.TempDir(), l, d, engine.RocksOptions{})
+				}, ImportOptions{Parallelism: 4, Workers: workers})
+				if err != nil {
+					b.Fatal(err)
+				}
+				res.Close()
+			}
+			reportEntries(b)
+		})
+	}
+}
+
 // BenchmarkRawWrite: the same number of bytes written as one object.
 func BenchmarkRawWrite(b *testing.B) {
 	setupBench(b)

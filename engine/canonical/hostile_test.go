@@ -41,7 +41,7 @@ func TestImportCorruptStreams(t *testing.T) {
 		}
 		res, err := Import(ctx, sp, func(_ savepoint.OperatorID, _ int, l engine.Layout, d []engine.StateDesc) (engine.Backend, error) {
 			return engine.OpenHeap(l, d)
-		}, ImportOptions{Parallelism: 2})
+		}, ImportOptions{Parallelism: 2, Workers: 2})
 		if err == nil {
 			res.Close()
 		}

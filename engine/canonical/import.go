@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/sfstate/sfstate/engine"
@@ -49,6 +50,10 @@ type ImportOptions struct {
 	// Integer>) into one recordstore join state (record layout) instead of
 	// two engine multisets.
 	JoinRecords recordstore.Layout
+	// Workers restores up to this many target subtasks of an operator at
+	// once (default 1). Each worker reads the streams through its own
+	// range readers; factory calls stay serialized.
+	Workers int
 	// BatchSize is the number of entries per write batch (default 4096).
 	BatchSize int
 	// ReadAhead is the range-read buffer per stream (0 = default).
@@ -166,21 +171,68 @@ func Import(ctx context.Context, sp *savepoint.Savepoint, factory BackendFactory
 			par = int(p.op.Parallelism)
 		}
 		maxP := int(p.op.MaxParallelism)
-		iop := ImportedOperator{ID: p.op.ID, Parallelism: par, MaxParallelism: maxP}
-		for j := 0; j < par; j++ {
-			r := keygroups.RangeForSubtask(maxP, par, j)
-			layout := engine.Layout{MaxParallelism: maxP, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
-			be, err := factory(p.op.ID, j, layout, p.schema.Descs())
-			if err != nil {
-				return nil, fmt.Errorf("canonical: operator %s subtask %d: open backend: %w", p.op.ID, j, err)
+		iop := ImportedOperator{ID: p.op.ID, Parallelism: par, MaxParallelism: maxP, Subtasks: make([]ImportedSubtask, par)}
+		workers := max(1, min(o.Workers, par))
+		var (
+			mu       sync.Mutex // factory calls, opened, res.Stats, firstErr
+			firstErr error
+			next     int
+			wg       sync.WaitGroup
+		)
+		fail := func(err error) {
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = err
 			}
-			opened = append(opened, be)
-			n, err := p.restore(ctx, be, r, o)
-			if err != nil {
-				return nil, fmt.Errorf("canonical: operator %s subtask %d: %w", p.op.ID, j, err)
+			mu.Unlock()
+		}
+		for w := 0; w < workers; w++ {
+			wp := p
+			if w > 0 {
+				var err error
+				if wp, err = p.clone(ctx, sp, o); err != nil {
+					return nil, err
+				}
 			}
-			iop.Subtasks = append(iop.Subtasks, ImportedSubtask{Index: j, Backend: be, Schema: p.schema, Entries: n})
-			res.Stats.Entries += n
+			wg.Add(1)
+			go func(wp *importPlan) {
+				defer wg.Done()
+				for {
+					mu.Lock()
+					j := next
+					next++
+					stop := firstErr != nil
+					mu.Unlock()
+					if j >= par || stop {
+						return
+					}
+					r := keygroups.RangeForSubtask(maxP, par, j)
+					layout := engine.Layout{MaxParallelism: maxP, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
+					mu.Lock()
+					be, err := factory(p.op.ID, j, layout, p.schema.Descs())
+					if err == nil {
+						opened = append(opened, be)
+					}
+					mu.Unlock()
+					if err != nil {
+						fail(fmt.Errorf("canonical: operator %s subtask %d: open backend: %w", p.op.ID, j, err))
+						return
+					}
+					n, err := wp.restore(ctx, be, r, o)
+					if err != nil {
+						fail(fmt.Errorf("canonical: operator %s subtask %d: %w", p.op.ID, j, err))
+						return
+					}
+					iop.Subtasks[j] = ImportedSubtask{Index: j, Backend: be, Schema: p.schema, Entries: n}
+					mu.Lock()
+					res.Stats.Entries += n
+					mu.Unlock()
+				}
+			}(wp)
+		}
+		wg.Wait()
+		if firstErr != nil {
+			return nil, firstErr
 		}
 		res.Operators = append(res.Operators, iop)
 	}
@@ -513,6 +565,35 @@ func fieldOf(lt *serde.LogicalType) (keygroups.FieldType, error) {
 		return keygroups.FieldType{Kind: keygroups.KindIntervalDayTime}, nil
 	}
 	return keygroups.FieldType{}, fmt.Errorf("logical type %s (%s) is not supported", lt.Root, lt.Class)
+}
+
+// clone returns a copy of the plan for another worker: its own range
+// readers, headers (decoders keep state) and codecs.
+func (p *importPlan) clone(ctx context.Context, sp *savepoint.Savepoint, o ImportOptions) (*importPlan, error) {
+	c := &importPlan{op: p.op, schema: p.schema, codecs: make([]*stateCodec, len(p.codecs)), joins: make([]*joinCodec, len(p.joins))}
+	for _, f := range p.files {
+		obj, err := sp.OpenStream(ctx, f.handle.Delegate, o.ReadAhead)
+		if err != nil {
+			return nil, err
+		}
+		hdr, _, err := keyed.ParseHeader(f.header.Raw, f.name)
+		if err != nil {
+			return nil, err
+		}
+		c.files = append(c.files, &importFile{handle: f.handle, obj: obj, header: hdr, name: f.name, stateMap: f.stateMap})
+	}
+	for i, ss := range p.schema.States {
+		var err error
+		if p.joins[i] != nil {
+			c.joins[i], err = newJoinCodec(p.schema.Key, ss)
+		} else {
+			c.codecs[i], err = newStateCodec(p.schema.Key, ss)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return c, nil
 }
 
 // restore reads the key groups of r from every stream and writes them into

@@ -76,7 +76,7 @@ func TestRoundTripGenerated(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err := Import(ctx, a, testFactory(t, tc.to, clock, nil), ImportOptions{Parallelism: tc.par2})
+			res, err := Import(ctx, a, testFactory(t, tc.to, clock, nil), ImportOptions{Parallelism: tc.par2, Workers: 3})
 			if err != nil {
 				t.Fatal(err)
 			}

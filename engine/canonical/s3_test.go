@@ -32,7 +32,7 @@ func TestExportImportOverS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Import(ctx, sp, testFactory(t, "heap", engine.NewManualClock(testNow), nil), ImportOptions{Parallelism: 3, ReadAhead: 4096})
+	res, err := Import(ctx, sp, testFactory(t, "heap", engine.NewManualClock(testNow), nil), ImportOptions{Parallelism: 3, ReadAhead: 4096, Workers: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
