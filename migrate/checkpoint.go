@@ -71,6 +71,10 @@ type Options struct {
 	// recognized without them.
 	SrcLocalDir, DstLocalDir string
 
+	// tamper, when set, may alter each record before it is written (tests
+	// of the verification).
+	tamper func(k, v []byte)
+
 	// failAfter, when positive, makes the run fail after that many store
 	// writes (tests of resumability).
 	failAfter int
@@ -849,6 +853,14 @@ func (c *conversion) run(dry bool) error {
 		}
 		c.res = res
 		defer res.Release()
+	}
+	if t := c.r.opts.tamper; t != nil && !dry {
+		sink := c.sink
+		c.sink = func(k, v []byte) error {
+			k, v = append([]byte(nil), k...), append([]byte(nil), v...)
+			t(k, v)
+			return sink(k, v)
+		}
 	}
 	// records already in the record state (mixed state) are copied
 	// through, merged by key with the converted buckets

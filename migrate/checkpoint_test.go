@@ -452,3 +452,31 @@ func TestCheckpointHostileJournal(t *testing.T) {
 		t.Fatal("published from a forged journal")
 	}
 }
+
+// TestCheckpointVerificationFails: a record altered on its way to the
+// output (count, timestamp or association count) is caught before
+// anything is published.
+func TestCheckpointVerificationFails(t *testing.T) {
+	ctx := context.Background()
+	f := makeSource(t, 6, nil)
+	for name, off := range map[string]int{"timestamp": 7, "count": 15, "assoc": 23} {
+		t.Run(name, func(t *testing.T) {
+			dst, _ := s3.NewLocal(filepath.Join(t.TempDir(), "dst"))
+			n := 0
+			rep, err := Checkpoint(ctx, f.store, dst, Options{WorkDir: t.TempDir(), tamper: func(k, v []byte) {
+				if n++; n == 100 {
+					v[off]++
+				}
+			}})
+			if !errors.Is(err, ErrMismatch) {
+				t.Fatalf("want ErrMismatch, got %v", err)
+			}
+			if rep == nil || len(rep.Operators) != 1 || len(rep.Operators[0].Mismatches) != 1 {
+				t.Fatalf("report should name exactly one differing group: %+v", rep)
+			}
+			if _, err := dst.Stat(ctx, checkpoint.MetadataKey(1)); !s3.IsNotExist(err) {
+				t.Fatal("_metadata written after a failed verification")
+			}
+		})
+	}
+}
