@@ -125,6 +125,12 @@ func (n *native) digest(ctx context.Context, t verify.Target, source bool) (*ver
 	from, to := n.o.Shard.Range(maxP)
 	info.KeyGroupFrom, info.KeyGroupTo = from, to
 	for _, s := range n.m.States {
+		if s.Name == recordstore.RecordStateName || s.Name == recordstore.BucketStateName {
+			for _, side := range []string{"join-left", "join-right"} {
+				info.States = append(info.States, verify.StateInfo{Name: side, Kind: "JOIN " + strings.TrimPrefix(s.Name, "join-"), TTL: s.TTLMillis > 0})
+			}
+			continue
+		}
 		info.States = append(info.States, verify.StateInfo{Name: s.Name, Kind: "native " + strings.ToUpper(s.Kind), TTL: s.TTLMillis > 0})
 	}
 	d.Operators = []verify.OperatorInfo{info}
