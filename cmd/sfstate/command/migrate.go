@@ -138,6 +138,10 @@ func runMigrate(c *cli.Context) error {
 				return Failf(ExitIO, "migrate: %s is a Flink native (incremental RocksDB) checkpoint: sfstate migrates the join "+
 					"state of its own native checkpoints (a store with chk-<id>/manifest.json); take a canonical savepoint instead", srcLoc)
 			}
+			if to == "" && g.JSON {
+				return json.NewEncoder(c.App.Writer).Encode(map[string]any{"source": srcLoc.String(), "canonical": true,
+					"migrationNeeded": false, "written": false})
+			}
 			if to == "" {
 				fmt.Fprintf(c.App.Writer, "%s is a canonical savepoint: it keeps join state in the logical encoding "+
 					"(rows with counts and per-row TTL) and needs no migration; nothing written\n", srcLoc)
@@ -183,6 +187,10 @@ func runMigrate(c *cli.Context) error {
 		rep.Destination = dstLoc.String()
 	}
 	if errors.Is(err, migrate.ErrNothingToMigrate) {
+		if g.JSON {
+			return json.NewEncoder(c.App.Writer).Encode(map[string]any{"source": srcLoc.String(), "migrationNeeded": false,
+				"written": false, "reason": err.Error()})
+		}
 		fmt.Fprintf(c.App.Writer, "%v; nothing written\n", err)
 		return nil
 	}

@@ -10,9 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/migrate"
+	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
 )
 
@@ -123,5 +125,27 @@ func TestMigrateCommandUsage(t *testing.T) {
 		if _, _, code := run(t, args...); code != ExitUsage {
 			t.Errorf("%v: exit %d, want %d", args, code, ExitUsage)
 		}
+	}
+}
+
+func TestMigrateCommandNothingToMigrate(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "src")
+	st, _ := s3.NewLocal(dir)
+	be, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), "db"), engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}},
+		[]engine.StateDesc{recordstore.StateDesc(recordstore.LayoutRecord, 0)}, engine.RocksOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	if _, err := checkpoint.New(st, checkpoint.Options{}).TakeSync(context.Background(), []engine.Backend{be}, 3); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), "dst")
+	out, errOut, code := run(t, "--json", "migrate", dir, dst)
+	if code != ExitOK || !strings.Contains(out, `"migrationNeeded":false`) {
+		t.Fatalf("exit %d\n%s%s", code, out, errOut)
+	}
+	if objs, _ := os.ReadDir(dst); len(objs) != 0 {
+		t.Fatal("something was written")
 	}
 }
