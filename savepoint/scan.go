@@ -524,11 +524,22 @@ func scanOperatorStateTypes(ctx context.Context, sp *Savepoint, sum *Summary, o 
 					x.Type = "MAP<" + typeString(m.Key) + ", " + typeString(m.Value) + ">"
 					x.MapEntries = -1
 					for _, sm := range oh.States {
-						if sm.Name == x.Name && len(sm.Offsets) == 1 && !hdr.Compressed {
-							var b [4]byte
+						if sm.Name != x.Name || len(sm.Offsets) != 1 {
+							continue
+						}
+						var b [4]byte
+						if !hdr.Compressed {
 							if _, err := obj.ReadAt(b[:], sm.Offsets[0]); err == nil {
 								x.MapEntries = int(int32(binary.BigEndian.Uint32(b[:])))
 							}
+							continue
+						}
+						refs := make([]keyed.OperatorStateRef, 0, len(oh.States))
+						for _, s := range oh.States {
+							refs = append(refs, keyed.OperatorStateRef{Name: s.Name, Mode: int(s.Mode), Offsets: s.Offsets})
+						}
+						if r, err := keyed.ReadOperatorRegion(obj, obj.Size(), obj.Loc.Name, hdr, refs, sm.Offsets[0]); err == nil && len(r) >= 4 {
+							x.MapEntries = int(int32(binary.BigEndian.Uint32(r)))
 						}
 					}
 				} else {

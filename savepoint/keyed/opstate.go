@@ -21,9 +21,9 @@ import (
 //	                       element); broadcast: i32 size + size × {key, value}
 //	                       at the state's single offset
 //
-// With compression each state's data is one Snappy framed stream (stream
-// identifier first) that the writer flushed at every recorded offset, so an
-// offset is a chunk boundary.
+// With compression the whole data section is one Snappy framed stream: its
+// identifier follows the header once, and the writer flushed the stream at
+// every recorded offset, so each offset is a chunk boundary (see region).
 
 // Distribution modes of operator states (OperatorStateHandle.Mode ordinals).
 const (
@@ -46,6 +46,10 @@ func DistributionModeName(m int) string {
 }
 
 const maxBroadcastEntries = 1 << 28
+
+// maxOperatorRegion bounds the decompressed size of one operator-state
+// element or broadcast map.
+const maxOperatorRegion = 1 << 30
 
 // OperatorHeader is a parsed OperatorBackendSerializationProxy.
 type OperatorHeader struct {
@@ -154,58 +158,104 @@ type OperatorEntry struct {
 	Key, Value serde.Value
 }
 
-// ReadOperatorStates decodes the data of the states of one operator state
-// handle. Elements are delimited by the handle offsets: each element ends
-// where the next recorded offset (of any state) or the stream begins, and
-// must be consumed exactly by its serializer.
-func ReadOperatorStates(src io.ReaderAt, size int64, name string, h *OperatorHeader, refs []OperatorStateRef, mode Mode, fn func(*OperatorEntry) error) error {
+// opRegions cuts the data section of an operator-state stream into the
+// element regions delimited by the handle offsets.
+type opRegions struct {
+	src       io.ReaderAt
+	size      int64
+	name      string
+	h         *OperatorHeader
+	bounds    []int64
+	headerEnd int64
+	buf       []byte
+	out       bytes.Buffer
+	sr        SnappyReader
+}
+
+func newOpRegions(src io.ReaderAt, size int64, name string, h *OperatorHeader, refs []OperatorStateRef) *opRegions {
 	var bounds []int64
 	for _, r := range refs {
 		bounds = append(bounds, r.Offsets...)
 	}
 	bounds = append(bounds, size)
 	sort.Slice(bounds, func(i, j int) bool { return bounds[i] < bounds[j] })
-	headerEnd := int64(len(h.Raw))
-	next := func(off int64) int64 {
-		i := sort.Search(len(bounds), func(i int) bool { return bounds[i] > off })
-		if i == len(bounds) {
-			return size
-		}
-		return bounds[i]
+	return &opRegions{src: src, size: size, name: name, h: h, bounds: bounds, headerEnd: int64(len(h.Raw))}
+}
+
+func (o *opRegions) fail(off int64, err error) error {
+	return &Error{File: o.name, KeyGroup: -1, Offset: off, BlockPos: -1, Err: err}
+}
+
+// next returns the first bound after off.
+func (o *opRegions) next(off int64) int64 {
+	i := sort.Search(len(o.bounds), func(i int) bool { return o.bounds[i] > off })
+	if i == len(o.bounds) {
+		return o.size
 	}
-	fail := func(off int64, err error) error {
-		return &Error{File: name, KeyGroup: -1, Offset: off, BlockPos: -1, Err: err}
+	return o.bounds[i]
+}
+
+// region returns the (decompressed) bytes of the element starting at off
+// and the absolute offset of their first byte for error messages (0 when
+// the bytes were decompressed: offsets inside them are not file offsets).
+// The bytes are valid until the next call.
+func (o *opRegions) region(off int64) ([]byte, int64, error) {
+	if off < o.headerEnd || off >= o.size {
+		return nil, 0, o.fail(off, fmt.Errorf("%w: offset %d outside the data section [%d,%d)", binfmt.ErrCorrupt, off, o.headerEnd, o.size))
 	}
-	var buf []byte
-	region := func(off int64) ([]byte, int64, error) {
-		if off < headerEnd || off >= size {
-			return nil, 0, fail(off, fmt.Errorf("%w: offset %d outside the data section [%d,%d)", binfmt.ErrCorrupt, off, headerEnd, size))
-		}
-		end := next(off)
-		n := end - off
-		if cap(buf) < int(n) {
-			buf = make([]byte, n)
-		}
-		b := buf[:n]
-		if _, err := src.ReadAt(b, off); err != nil && !(err == io.EOF && end == size) {
-			return nil, 0, fail(off, err)
-		}
-		if !h.Compressed {
-			return b, off, nil
-		}
-		// Flink opens one framed stream per state and flushes it at every
-		// recorded offset: an offset is a chunk boundary, and only the
-		// state's first chunk is preceded by the stream identifier (which
-		// sits before the offset). So chunks are read without requiring the
-		// identifier.
-		sr := NewSnappyReader(bytes.NewReader(b), off)
-		sr.seenID = true
-		out, err := io.ReadAll(sr)
-		if err != nil {
-			return nil, 0, fail(off, err)
-		}
-		return out, 0, nil
+	end := o.next(off)
+	n := end - off
+	if int64(cap(o.buf)) < n {
+		o.buf = make([]byte, n)
 	}
+	b := o.buf[:n]
+	if _, err := o.src.ReadAt(b, off); err != nil && !(err == io.EOF && end == o.size) {
+		return nil, 0, o.fail(off, err)
+	}
+	if !o.h.Compressed {
+		return b, off, nil
+	}
+	// Flink writes the whole data section as ONE Snappy framed stream
+	// (CompressibleFSDataOutputStream around the checkpoint stream): the
+	// stream identifier sits once, right after the header, and the stream
+	// is flushed whenever an offset is taken, so every offset is a chunk
+	// boundary. On restore Flink keeps one decompressing reader and seeks
+	// the raw stream to each offset. Each region is therefore decoded as a
+	// run of chunks without requiring an identifier. The decompressed size
+	// is bounded by the chunk sizes (at most 64 KiB per chunk).
+	o.sr.Reset(bytes.NewReader(b), off)
+	o.sr.seenID = true
+	o.out.Reset()
+	if _, err := o.out.ReadFrom(io.LimitReader(&o.sr, maxOperatorRegion+1)); err != nil {
+		return nil, 0, o.fail(off, err)
+	}
+	if o.out.Len() > maxOperatorRegion {
+		return nil, 0, o.fail(off, fmt.Errorf("%w: element decompresses to more than %d bytes", binfmt.ErrCorrupt, maxOperatorRegion))
+	}
+	return o.out.Bytes(), 0, nil
+}
+
+// ReadOperatorRegion returns the bytes of the element (list states) or map
+// (broadcast states) that starts at handle offset off, decompressed when
+// the stream is compressed. refs are all states of the handle (their
+// offsets delimit the regions). The returned slice is freshly allocated.
+func ReadOperatorRegion(src io.ReaderAt, size int64, name string, h *OperatorHeader, refs []OperatorStateRef, off int64) ([]byte, error) {
+	b, _, err := newOpRegions(src, size, name, h, refs).region(off)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.Clone(b), nil
+}
+
+// ReadOperatorStates decodes the data of the states of one operator state
+// handle. Elements are delimited by the handle offsets: each element ends
+// where the next recorded offset (of any state) or the stream begins, and
+// must be consumed exactly by its serializer. Compressed streams (proxy
+// version 6 with the compression flag) are decoded chunk-wise from each
+// offset.
+func ReadOperatorStates(src io.ReaderAt, size int64, name string, h *OperatorHeader, refs []OperatorStateRef, mode Mode, fn func(*OperatorEntry) error) error {
+	rg := newOpRegions(src, size, name, h, refs)
+	fail, region := rg.fail, rg.region
 	for _, ref := range refs {
 		m := h.State(ref.Name)
 		if m == nil {

@@ -92,6 +92,53 @@ func TestListOperatorStateJavaSerializer(t *testing.T) {
 	}
 }
 
+// TestCompressedOperatorStateFixture decodes the Snappy-compressed operator
+// state of the Flink 1.19 fixture (one framed stream, identifier only before
+// the first offset) and compares its elements with the same job's
+// uncompressed 1.20 savepoint.
+func TestCompressedOperatorStateFixture(t *testing.T) {
+	fixtures.Require(t)
+	got, versions := decodeOperatorStates(t, "flink1.19-rocksdb-canonical-snappy-compressed")
+	if versions[6] == 0 || len(versions) != 1 {
+		t.Errorf("proxy versions %v, want only 6", versions)
+	}
+	ref, _ := decodeOperatorStates(t, "flink1.20-rocksdb-canonical-broadcast-operator-state")
+	// Every (operator, subtask, state) list of the compressed savepoint
+	// must equal, as a multiset, some list of the same state name in the
+	// uncompressed one.
+	refLists := map[string]map[string]bool{}
+	for k, v := range ref {
+		name := k[strings.LastIndex(k, "/")+1:]
+		v = append([]string{}, v...)
+		sort.Strings(v)
+		if refLists[name] == nil {
+			refLists[name] = map[string]bool{}
+		}
+		refLists[name][strings.Join(v, " ")] = true
+	}
+	if len(got) == 0 {
+		t.Fatal("no operator state decoded")
+	}
+	for k, v := range got {
+		name := k[strings.LastIndex(k, "/")+1:]
+		v = append([]string{}, v...)
+		sort.Strings(v)
+		if !refLists[name][strings.Join(v, " ")] {
+			t.Errorf("%s = %v; not among the uncompressed fixture's lists %v", k, v, refLists[name])
+		}
+	}
+	want := `"Here be dragons!" "Here be more dragons!" "Here be the mostest dragons!" "Here be yet more dragons!"`
+	for k, v := range got {
+		if strings.HasSuffix(k, "/source-state") {
+			v = append([]string{}, v...)
+			sort.Strings(v)
+			if strings.Join(v, " ") != want {
+				t.Errorf("%s = %v", k, v)
+			}
+		}
+	}
+}
+
 func TestOperatorStateV5(t *testing.T) {
 	fixtures.Require(t)
 	got, versions := decodeOperatorStates(t, "flink1.15-rocksdb-canonical-metadata-v3")
@@ -146,14 +193,16 @@ func TestCompressedOperatorState(t *testing.T) {
 		return framed[10:] // drop the stream identifier
 	}
 	var listOffs []int64
-	data = append(data, AppendSnappyFramed(nil, nil)...) // stream identifier of state "list"
+	// One stream identifier for the whole data section, as Flink's
+	// CompressibleFSDataOutputStream writes it; later offsets are bare
+	// chunk boundaries.
+	data = append(data, AppendSnappyFramed(nil, nil)...)
 	for _, v := range []int64{7, 1 << 40, -3} {
 		listOffs = append(listOffs, int64(len(data)))
 		var el binfmt.Encbuf
 		el.PutI64(v)
 		data = append(data, chunk(el.B)...)
 	}
-	data = append(data, AppendSnappyFramed(nil, nil)...)
 	bcOff := int64(len(data))
 	var m binfmt.Encbuf
 	m.PutI32(2)
