@@ -304,12 +304,17 @@ func (r *runner) sfstateJSON(v any, args ...string) (int, error) {
 
 // show prints the command line a user would type.
 func (r *runner) show(args ...string) {
-	shown := make([]string, len(args))
-	for i, a := range args {
+	var shown []string
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if (a == "--temp-dir" || a == "--work-dir") && i+1 < len(args) {
+			i++ // scratch space: not part of what the step shows
+			continue
+		}
 		if rel, err := filepath.Rel(mustWd(), a); err == nil && filepath.IsAbs(a) && !strings.HasPrefix(rel, "..") {
 			a = rel
 		}
-		shown[i] = a
+		shown = append(shown, a)
 	}
 	fmt.Fprintf(r.out, "   $ sfstate %s\n", strings.Join(shown, " "))
 }
@@ -448,23 +453,6 @@ func (r *runner) indent(out []byte, max int) {
 	}
 }
 
-// ---- steps 4 to 7 (filled in below) ------------------------------------------
-
-// MigrateFigures are the counts before and after the migration.
-type MigrateFigures struct{}
-
-// RescaleFigures are the bytes a rescale moved.
-type RescaleFigures struct{}
-
-// Verdict is one verify run's outcome.
-type Verdict struct {
-	Target string
-	OK     bool
-}
-
-func (r *runner) stepMigrate() error { return nil }
-func (r *runner) stepRescale() error { return nil }
-func (r *runner) stepVerify() error  { return nil }
 func (r *runner) stepFixture() error { return nil }
 
 func (r *runner) finish(total time.Duration) error {
