@@ -44,7 +44,15 @@ type BenchVerifyResult struct {
 	MBPerSec      float64 `json:"mbPerSecond"`
 	ShardSeconds  float64 `json:"twoShardsSeconds"`
 	Speedup       float64 `json:"speedup"`
-	MergeOK       bool    `json:"mergeOK"`
+	// CPU seconds (user + system) of the one process and of the slower
+	// shard, and the speed-up they imply when each shard gets its own core
+	// (the wall-clock speed-up also shows contention from other load).
+	OneCPUSeconds   float64 `json:"oneProcessCPUSeconds"`
+	ShardCPUSeconds float64 `json:"slowerShardCPUSeconds"`
+	CPUSpeedup      float64 `json:"cpuSpeedup"`
+	// EntriesPerCPUSecond is the one process's rate per CPU second.
+	EntriesPerCPUSecond float64 `json:"entriesPerCPUSecond"`
+	MergeOK             bool    `json:"mergeOK"`
 }
 
 func runBenchVerify(c *cli.Context) error {
@@ -102,7 +110,7 @@ func runBenchVerify(c *cli.Context) error {
 		}
 		return append(a, sp)
 	}
-	runChild := func(args []string) error {
+	runChild := func(args []string, cpu *float64) error {
 		cmd := exec.CommandContext(ctx, self, args...)
 		cmd.Env = append(os.Environ(), "GOMAXPROCS=1")
 		var stderr bytes.Buffer
@@ -110,12 +118,13 @@ func runBenchVerify(c *cli.Context) error {
 		if err := cmd.Run(); err != nil {
 			return fmt.Errorf("%v: %s", err, stderr.String())
 		}
+		*cpu = (cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()).Seconds()
 		return nil
 	}
 	logf("one process, one core")
 	whole := filepath.Join(dir, "whole.json")
 	t0 := time.Now()
-	if err := runChild(verifyArgs(whole, "")); err != nil {
+	if err := runChild(verifyArgs(whole, ""), &res.OneCPUSeconds); err != nil {
 		return Fail(ExitIO, fmt.Errorf("bench verify: %w", err))
 	}
 	res.OneSeconds = time.Since(t0).Seconds()
@@ -123,14 +132,16 @@ func runBenchVerify(c *cli.Context) error {
 	t0 = time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
+	cpus := make([]float64, 2)
 	for i := 0; i < 2; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			errs[i] = runChild(verifyArgs(filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)), fmt.Sprintf("%d/2", i)))
+			errs[i] = runChild(verifyArgs(filepath.Join(dir, fmt.Sprintf("shard-%d.json", i)), fmt.Sprintf("%d/2", i)), &cpus[i])
 		}(i)
 	}
 	wg.Wait()
+	res.ShardCPUSeconds = max(cpus[0], cpus[1])
 	res.ShardSeconds = time.Since(t0).Seconds()
 	for _, err := range errs {
 		if err != nil {
@@ -166,6 +177,10 @@ func runBenchVerify(c *cli.Context) error {
 	res.EntriesPerSec = float64(res.Entries) / res.OneSeconds
 	res.MBPerSec = float64(res.Bytes) / 1e6 / res.OneSeconds
 	res.Speedup = res.OneSeconds / res.ShardSeconds
+	if res.ShardCPUSeconds > 0 && res.OneCPUSeconds > 0 {
+		res.CPUSpeedup = res.OneCPUSeconds / res.ShardCPUSeconds
+		res.EntriesPerCPUSecond = float64(res.Entries) / res.OneCPUSeconds
+	}
 	w := c.App.Writer
 	if g.JSON {
 		enc := json.NewEncoder(w)
@@ -178,6 +193,7 @@ func runBenchVerify(c *cli.Context) error {
 		fmt.Fprintf(tw, "savepoint\t%d keys, %d entries, %.1f MB\n", res.Keys, res.Entries, float64(res.Bytes)/1e6)
 		fmt.Fprintf(tw, "1 process, 1 core\t%.2f s\t%.0f entries/s\t%.1f MB/s\n", res.OneSeconds, res.EntriesPerSec, res.MBPerSec)
 		fmt.Fprintf(tw, "2 shards, 2 processes\t%.2f s\tspeed-up %.2fx\tmerged digest equal: %v\n", res.ShardSeconds, res.Speedup, res.MergeOK)
+		fmt.Fprintf(tw, "CPU time\t%.2f s one process (%.0f entries/CPU-s)\t%.2f s slower shard\tspeed-up with a core per shard %.2fx\n", res.OneCPUSeconds, res.EntriesPerCPUSecond, res.ShardCPUSeconds, res.CPUSpeedup)
 		if err := tw.Flush(); err != nil {
 			return Fail(ExitIO, err)
 		}
