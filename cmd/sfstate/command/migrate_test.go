@@ -104,9 +104,50 @@ func TestMigrateCommandSavepoints(t *testing.T) {
 	if _, err := os.Stat(dst); err == nil {
 		t.Fatal("destination written for a canonical savepoint")
 	}
-	if _, _, code := run(t, "migrate", "--to", "native-record", canonical, dst); code != ExitUsage {
-		t.Fatalf("--to native-record: exit %d", code)
+	// --to native-record materializes native checkpoints in the record layout
+	out, errOut, code = run(t, "--json", "migrate", "--to", "native-record", "--work-dir", t.TempDir(), canonical, dst)
+	if code != ExitOK {
+		t.Fatalf("--to native-record: exit %d\n%s%s", code, out, errOut)
 	}
+	var mrep migrate.MaterializeReport
+	if err := json.Unmarshal([]byte(out), &mrep); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	joins := 0
+	for _, o := range mrep.Operators {
+		st, err := s3.NewLocal(filepath.Join(dst, o.Prefix))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ids, _ := checkpoint.Completed(context.Background(), st); len(ids) != 1 || ids[0] != mrep.CheckpointID {
+			t.Fatalf("operator %s: checkpoints %v", o.ID, ids)
+		}
+		if o.Join == nil {
+			continue
+		}
+		joins++
+		m, err := checkpoint.ReadManifest(context.Background(), st, mrep.CheckpointID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		be, _, err := checkpoint.Restore(context.Background(), st, mrep.CheckpointID, engine.KeyGroupRange{Start: 0, End: m.MaxParallelism - 1},
+			filepath.Join(t.TempDir(), "r"+o.ID), checkpoint.RestoreOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := migrate.DigestRecords(be)
+		be.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ms := migrate.Compare(o.Join, d); len(ms) > 0 || d.Total().Rows == 0 {
+			t.Fatalf("restored join records differ from the imported ones: %v", ms)
+		}
+	}
+	if joins == 0 {
+		t.Fatal("no join state materialized")
+	}
+	dst = filepath.Join(t.TempDir(), "dst2")
 	_, errOut, code = run(t, "migrate", native, dst)
 	if code != ExitIO || !strings.Contains(errOut, "Flink native") {
 		t.Fatalf("native: exit %d\n%s", code, errOut)
