@@ -65,6 +65,33 @@ func appendValue(dst []byte, v any) []byte {
 		}
 		dst = binary.BigEndian.AppendUint64(append(dst, 'X'), uint64(x.LastAccess))
 		return appendValue(dst, x.Value)
+	case serde.Void:
+		return append(dst, 'v')
+	case serde.GlobalWindow:
+		return append(dst, 'g')
+	case serde.TimeWindow:
+		dst = binary.BigEndian.AppendUint64(append(dst, 'W'), uint64(x.Start))
+		return binary.BigEndian.AppendUint64(dst, uint64(x.End))
+	case serde.CountWindow:
+		return binary.BigEndian.AppendUint64(append(dst, 'C'), uint64(x.ID))
+	case serde.Timestamp:
+		dst = binary.BigEndian.AppendUint64(append(dst, 'Z'), uint64(x.Millis))
+		return binary.BigEndian.AppendUint32(dst, uint32(x.NanoOfMill))
+	case serde.Decimal:
+		if x.Unscaled == nil {
+			break
+		}
+		dst = binary.BigEndian.AppendUint32(append(dst, 'd'), uint32(x.Scale))
+		dst = append(dst, byte(x.Unscaled.Sign()+1))
+		b := x.Unscaled.Bytes()
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(b)))
+		return append(dst, b...)
+	case *serde.Timer:
+		if x == nil {
+			return append(dst, 'N')
+		}
+		dst = binary.BigEndian.AppendUint64(append(dst, 'E'), uint64(x.Timestamp))
+		return appendValue(appendValue(dst, x.Key), x.Namespace)
 	case serde.Map:
 		parts := make([][]byte, len(x))
 		for i, e := range x {

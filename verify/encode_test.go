@@ -2,6 +2,7 @@ package verify
 
 import (
 	"bytes"
+	"math/big"
 	"testing"
 
 	"github.com/sfstate/sfstate/savepoint/serde"
@@ -17,7 +18,11 @@ func TestAppendValueDistinguishes(t *testing.T) {
 		serde.Tuple{int32(1), "a"}, serde.List{int32(1), "a"}, serde.List{serde.List{int32(1)}, "a"},
 		&serde.TTLValue{LastAccess: 5, Value: int64(1)}, &serde.TTLValue{LastAccess: 6, Value: int64(1)},
 		serde.Map{{Key: "a", Value: int32(1)}}, serde.Map{{Key: "a", Value: int32(2)}},
-		serde.TimeWindow{Start: 0, End: 1}, serde.TimeWindow{Start: 0, End: 2},
+		serde.TimeWindow{Start: 0, End: 1}, serde.TimeWindow{Start: 0, End: 2}, serde.TimeWindow{Start: 1, End: 1},
+		serde.Void{}, serde.GlobalWindow{}, serde.CountWindow{ID: 1},
+		serde.Timestamp{Millis: 5}, serde.Timestamp{Millis: 5, NanoOfMill: 1},
+		serde.Decimal{Unscaled: big.NewInt(12), Scale: 1}, serde.Decimal{Unscaled: big.NewInt(12), Scale: 2}, serde.Decimal{Unscaled: big.NewInt(-12), Scale: 1},
+		&serde.Timer{Timestamp: 1, Key: int64(1), Namespace: serde.Void{}}, &serde.Timer{Timestamp: 2, Key: int64(1), Namespace: serde.Void{}},
 	}
 	seen := map[string]int{}
 	for i, v := range vals {
