@@ -1362,6 +1362,9 @@ func (r *run) publish(md *savepoint.Metadata, subs []checkpoint.Subtask, uploade
 	if err != nil {
 		return err
 	}
+	if err := r.removeOrphans(subs); err != nil {
+		return err
+	}
 	if err := r.step(); err != nil {
 		return err
 	}
@@ -1374,6 +1377,38 @@ func (r *run) publish(md *savepoint.Metadata, subs []checkpoint.Subtask, uploade
 	}
 	if err := s3.CommitMetadata(r.ctx, r.dst, written, checkpoint.MetadataKey(r.id), mdBytes); err != nil {
 		return fmt.Errorf("migrate: %w", err)
+	}
+	return nil
+}
+
+// removeOrphans deletes what interrupted runs uploaded and the final
+// subtasks do not reference: objects under this migration's own shared
+// names (shared/<derived backend id>-*) and the subtasks' private
+// directories. Nothing else in dst is touched.
+func (r *run) removeOrphans(subs []checkpoint.Subtask) error {
+	used := map[string]bool{}
+	for _, s := range subs {
+		for _, f := range s.Shared {
+			used[f.Key] = true
+		}
+		for _, f := range s.Private {
+			used[f.Key] = true
+		}
+	}
+	for _, s := range subs {
+		for _, prefix := range []string{checkpoint.SharedPrefix + s.BackendID + "-", fmt.Sprintf("%s/task-%d/", checkpoint.Dir(r.id), s.Index)} {
+			objs, err := r.dst.List(r.ctx, prefix)
+			if err != nil {
+				return fmt.Errorf("migrate: list %s: %w", prefix, err)
+			}
+			for _, o := range objs {
+				if !used[o.Key] {
+					if err := r.dst.Delete(r.ctx, o.Key); err != nil {
+						return fmt.Errorf("migrate: remove leftover %s: %w", o.Key, err)
+					}
+				}
+			}
+		}
 	}
 	return nil
 }

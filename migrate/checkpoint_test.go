@@ -44,6 +44,11 @@ func fixtureStates() []engine.StateDesc {
 }
 
 func makeSource(t testing.TB, seed uint64, corrupt func(be engine.Backend)) *srcFixture {
+	return makeSourceN(t, seed, 10, corrupt)
+}
+
+// makeSourceN flushes every flushEvery bundles (more flushes, more files).
+func makeSourceN(t testing.TB, seed uint64, flushEvery int, corrupt func(be engine.Backend)) *srcFixture {
 	t.Helper()
 	ctx := context.Background()
 	f := &srcFixture{dir: filepath.Join(t.TempDir(), "src"), clock: engine.NewManualClock(5_000_000), maxP: 128,
@@ -90,7 +95,7 @@ func makeSource(t testing.TB, seed uint64, corrupt func(be engine.Backend)) *src
 				t.Fatal(err)
 			}
 			f.clock.Advance(time.Duration(rng.IntN(50)) * time.Second)
-			if b%10 == 9 { // several SST files per family
+			if b%flushEvery == flushEvery-1 { // several SST files per family
 				if err := be.Flush(); err != nil {
 					t.Fatal(err)
 				}
@@ -273,7 +278,7 @@ func TestCheckpointMigration(t *testing.T) {
 // no `_metadata` is visible, reruns, and compares with a clean run.
 func TestCheckpointResume(t *testing.T) {
 	ctx := context.Background()
-	f := makeSource(t, 2, nil)
+	f := makeSourceN(t, 2, 20, nil)
 	before := treeHash(t, f.dir)
 	cleanStore, _ := s3.NewLocal(filepath.Join(t.TempDir(), "clean"))
 	clean, err := Checkpoint(ctx, f.store, cleanStore, Options{WorkDir: t.TempDir()})
@@ -308,6 +313,7 @@ func TestCheckpointResume(t *testing.T) {
 				t.Fatalf("k=%d: reported digest differs", k)
 			}
 		}
+		assertNoOrphans(t, dst)
 		d, l, o := restoredContent(t, dst, f, recordstore.LayoutRecord)
 		if ms := Compare(cleanD, d); len(ms) > 0 || !reflect.DeepEqual(cleanL, l) || !reflect.DeepEqual(cleanO, o) {
 			t.Fatalf("k=%d: resumed result differs from a clean run", k)
@@ -478,5 +484,34 @@ func TestCheckpointVerificationFails(t *testing.T) {
 				t.Fatal("_metadata written after a failed verification")
 			}
 		})
+	}
+}
+
+// assertNoOrphans: every object of the destination is the manifest's, the
+// manifest, `_metadata` or the journal.
+func assertNoOrphans(t *testing.T, st s3.Storage) {
+	t.Helper()
+	ctx := context.Background()
+	m, err := checkpoint.ReadManifest(ctx, st, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := map[string]bool{checkpoint.ManifestKey(1): true, checkpoint.MetadataKey(1): true}
+	for _, s := range m.Subtasks {
+		for _, f := range s.Shared {
+			used[f.Key] = true
+		}
+		for _, f := range s.Private {
+			used[f.Key] = true
+		}
+	}
+	objs, err := st.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if !used[o.Key] && !strings.HasPrefix(o.Key, journalPrefix(1)) {
+			t.Fatalf("leftover object %s", o.Key)
+		}
 	}
 }
