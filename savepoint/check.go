@@ -236,8 +236,12 @@ func (c *checker) run() error {
 
 // fileSize stats a resolved file once.
 func (c *checker) fileSize(loc Location) (int64, error) {
+	ck := loc.Key
+	if loc.Store != nil {
+		ck = loc.Name // another store: key by full name
+	}
 	c.mu.Lock()
-	n, ok := c.sizes[loc.Key]
+	n, ok := c.sizes[ck]
 	c.mu.Unlock()
 	if ok {
 		if n < 0 {
@@ -245,19 +249,19 @@ func (c *checker) fileSize(loc Location) (int64, error) {
 		}
 		return n, nil
 	}
-	info, err := c.sp.Store.Stat(c.ctx, loc.Key)
+	info, err := c.sp.StoreOf(loc).Stat(c.ctx, loc.Key)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err != nil {
 		if s3.IsNotExist(err) {
-			c.sizes[loc.Key] = -1
+			c.sizes[ck] = -1
 		}
 		return -1, err
 	}
-	if _, ok := c.sizes[loc.Key]; !ok {
+	if _, ok := c.sizes[ck]; !ok {
 		c.stats.Files++
 	}
-	c.sizes[loc.Key] = info.Size
+	c.sizes[ck] = info.Size
 	return info.Size, nil
 }
 
@@ -265,8 +269,19 @@ func (c *checker) fileSize(loc Location) (int64, error) {
 // It returns the stream length, or -1 when the stream is unusable (a
 // problem was recorded).
 func (c *checker) checkStream(op *OperatorState, st *SubtaskState, h *StreamHandle) (Location, int64, error) {
+	return c.checkStreamIn(op, st, h, false)
+}
+
+// checkStreamIn is checkStream; incremental selects ResolveIncremental
+// (streams of tag-11 incremental handles, which may live in the checkpoint root's
+// shared directories).
+func (c *checker) checkStreamIn(op *OperatorState, st *SubtaskState, h *StreamHandle, incremental bool) (Location, int64, error) {
 	opID := op.ID.String()
-	loc, err := c.sp.Resolve(h)
+	resolve := c.sp.Resolve
+	if incremental {
+		resolve = c.sp.ResolveIncremental
+	}
+	loc, err := resolve(h)
 	if err != nil {
 		kind := ProblemPath
 		if !errors.Is(err, ErrPath) {
@@ -367,14 +382,14 @@ func (c *checker) checkKeyed(op *OperatorState, st *SubtaskState, kh KeyedHandle
 		c.stat(func(s *CheckStats) { s.NativeHandles++ })
 		for _, s := range []*StreamHandle{h.Meta} {
 			if s != nil {
-				if _, _, err := c.checkStream(op, st, s); err != nil {
+				if _, _, err := c.checkStreamIn(op, st, s, h.Tag == TagIncrementalKeyGroupsV2); err != nil {
 					return err
 				}
 			}
 		}
 		for _, ns := range append(append([]NamedStream(nil), h.Shared...), h.Private...) {
 			if ns.Handle != nil {
-				if _, _, err := c.checkStream(op, st, ns.Handle); err != nil {
+				if _, _, err := c.checkStreamIn(op, st, ns.Handle, h.Tag == TagIncrementalKeyGroupsV2); err != nil {
 					return err
 				}
 			}

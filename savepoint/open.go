@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"path"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -110,6 +111,10 @@ type Location struct {
 	Segment bool
 	// Name names the stream for messages.
 	Name string
+	// Store holds Key when it is not the savepoint's own store (shared
+	// files of a checkpoint whose store is rooted at its chk-N
+	// directory); nil means Savepoint.Store.
+	Store s3.Storage
 }
 
 // IsInline reports whether the stream's bytes are inside `_metadata`.
@@ -203,6 +208,117 @@ func (sp *Savepoint) absoluteKey(abs string) (string, error) {
 	return sp.relativeKey(strings.TrimPrefix(p, dir+"/"))
 }
 
+// StoreOf returns the store holding a resolved location's Key.
+func (sp *Savepoint) StoreOf(loc Location) s3.Storage {
+	if loc.Store != nil {
+		return loc.Store
+	}
+	return sp.Store
+}
+
+// Checkpoint-root directories that hold files shared by the checkpoints of
+// a job (Flink's CheckpointedStateScope.SHARED, and the task-owned
+// directory), beside the chk-N directories.
+var checkpointSharedDirs = []string{"shared", "taskowned"}
+
+// isChkDir reports whether a directory name is Flink's chk-<id>.
+func isChkDir(name string) bool {
+	rest, ok := strings.CutPrefix(name, "chk-")
+	if !ok || rest == "" || len(rest) > 19 {
+		return false
+	}
+	for _, c := range rest {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkpointRoot returns, when `_metadata` lives in a chk-N directory, the
+// checkpoint root as a normalized URI and the store and key prefix that
+// address it.
+func (sp *Savepoint) checkpointRoot() (uri string, st s3.Storage, prefix string, err error) {
+	dir := normalizeURI(sp.dirURI())
+	i := strings.LastIndex(dir, "/")
+	if i < 0 || !isChkDir(dir[i+1:]) {
+		return "", nil, "", fmt.Errorf("%w: %s: `_metadata` is not inside a chk-<id> directory", ErrPath, sp.Name())
+	}
+	uri = dir[:i]
+	if sp.Dir != "" {
+		prefix = path.Dir(sp.Dir)
+		if prefix == "." {
+			prefix = ""
+		}
+		return uri, sp.Store, prefix, nil
+	}
+	// The store is rooted at the chk-N directory itself: address the
+	// parent directory (local stores only; open S3 checkpoints at the
+	// checkpoint root's prefix instead).
+	if l, ok := unwrapStore(sp.Store).(*s3.Local); ok {
+		parent, err := s3.NewLocal(filepath.Dir(l.Root()))
+		if err != nil {
+			return "", nil, "", fmt.Errorf("%w: %s: checkpoint root: %v", ErrPath, sp.Name(), err)
+		}
+		return uri, parent, "", nil
+	}
+	return "", nil, "", fmt.Errorf("%w: %s: the store is rooted at the checkpoint directory, so the checkpoint root is not reachable; open the checkpoint through its root (e.g. <root>/chk-N/_metadata)", ErrPath, sp.Name())
+}
+
+// unwrapStore strips wrappers (counters, limits, retries) off a store.
+func unwrapStore(st s3.Storage) s3.Storage {
+	for range 16 {
+		u, ok := st.(interface{ Unwrap() s3.Storage })
+		if !ok {
+			break
+		}
+		st = u.Unwrap()
+	}
+	return st
+}
+
+// ResolveIncremental resolves a stream handle of an incremental keyed
+// handle (tag 11: its meta stream, shared or private files). Besides what
+// Resolve accepts, an absolute file handle may name a file under the
+// shared/ or taskowned/ directory of the checkpoint root when `_metadata`
+// lives in <root>/chk-N/ (Flink's and the engine's native checkpoint
+// layout). ".." and any other location outside are still refused.
+func (sp *Savepoint) ResolveIncremental(h *StreamHandle) (Location, error) {
+	loc, err := sp.Resolve(h)
+	if err == nil || !errors.Is(err, ErrPath) || h == nil || h.Tag != TagFile {
+		return loc, err
+	}
+	root, st, prefix, rerr := sp.checkpointRoot()
+	if rerr != nil {
+		return Location{}, err
+	}
+	p := normalizeURI(h.Path)
+	for _, d := range checkpointSharedDirs {
+		rest, ok := strings.CutPrefix(p, root+"/"+d+"/")
+		if !ok {
+			continue
+		}
+		if rest == "" || strings.Contains(rest, "\\") {
+			return Location{}, fmt.Errorf("%w: %s: shared path %q is empty or hostile", ErrPath, sp.Name(), h.Path)
+		}
+		for _, seg := range strings.Split(rest, "/") {
+			if seg == ".." || seg == "." || seg == "" {
+				return Location{}, fmt.Errorf("%w: %s: shared path %q has a %q segment", ErrPath, sp.Name(), h.Path, seg)
+			}
+		}
+		key := s3.JoinKey(prefix, d+"/"+rest)
+		if err := s3.ValidateKey(key); err != nil {
+			return Location{}, fmt.Errorf("%w: %s: shared path %q: %v", ErrPath, sp.Name(), h.Path, err)
+		}
+		loc := Location{Key: key, Size: h.Size, Name: joinName(st.String(), key)}
+		if st != sp.Store {
+			loc.Store = st
+		}
+		return loc, nil
+	}
+	return Location{}, err
+}
+
 // Object is a readable stream of a savepoint: inline bytes or a (section of
 // a) stored object read with range requests.
 type Object struct {
@@ -237,7 +353,8 @@ func (sp *Savepoint) OpenLocation(ctx context.Context, loc Location, readAhead i
 	if loc.IsInline() {
 		return &Object{Loc: loc, size: int64(len(loc.Inline)), r: bytes.NewReader(loc.Inline)}, nil
 	}
-	info, err := sp.Store.Stat(ctx, loc.Key)
+	st := sp.StoreOf(loc)
+	info, err := st.Stat(ctx, loc.Key)
 	if err != nil {
 		return nil, fmt.Errorf("savepoint: %s: %w", loc.Name, err)
 	}
@@ -248,7 +365,7 @@ func (sp *Savepoint) OpenLocation(ctx context.Context, loc Location, readAhead i
 		}
 		size = loc.Size
 	}
-	ra := NewRangeReaderAt(ctx, sp.Store, loc.Key, loc.Start, size, readAhead)
+	ra := NewRangeReaderAt(ctx, st, loc.Key, loc.Start, size, readAhead)
 	return &Object{Loc: loc, size: size, r: ra}, nil
 }
 

@@ -54,6 +54,20 @@ func savepointStore(ctx context.Context, c *cli.Context, arg string) (s3.Storage
 		}
 	}
 	opts := s3.OpenOptions{S3: s3.S3Options{Endpoint: c.String("s3-endpoint")}}
+	if loc, err := s3.ParseURL(arg); err == nil && loc.Scheme == "s3" {
+		// A checkpoint in <root>/chk-N: root the store at <root> so that
+		// the shared files of incremental handles (<root>/shared/...) are
+		// reachable through it.
+		if i := strings.LastIndex(loc.Prefix, "/"); i >= 0 && isChkName(loc.Prefix[i+1:]) {
+			chk := loc.Prefix[i+1:]
+			loc.Prefix = loc.Prefix[:i]
+			st, err := s3.OpenLocation(ctx, loc, opts)
+			if err != nil {
+				return nil, "", Fail(ExitIO, err)
+			}
+			return st, chk + "/" + savepoint.MetadataName, nil
+		}
+	}
 	st, key, err := s3.Open(ctx, arg, opts)
 	if err != nil {
 		if errors.Is(err, s3.ErrBadKey) {
@@ -76,4 +90,18 @@ func inspectBytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// isChkName reports whether a directory name is a checkpoint's chk-<id>.
+func isChkName(name string) bool {
+	rest, ok := strings.CutPrefix(name, "chk-")
+	if !ok || rest == "" {
+		return false
+	}
+	for _, r := range rest {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
 }
