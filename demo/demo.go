@@ -214,13 +214,17 @@ func (r *runner) setup() error {
 	}
 	r.srv = r.cfg.Server
 	if r.srv == nil {
-		srv, err := testutil.LaunchVersitygw(r.ctx, filepath.Join(tmp, "versitygw"))
+		srv, err := testutil.LaunchVersitygw(r.ctx, filepath.Join(r.cfg.Dir, "s3-versitygw"))
 		if err != nil {
 			return fmt.Errorf("starting versitygw: %w", err)
 		}
 		r.srv = srv
 	}
-	prefix := fmt.Sprintf("demo-%d", time.Now().UnixNano())
+	prefix := "demo"
+	if r.cfg.Server != nil {
+		// A shared server: a prefix of our own.
+		prefix = fmt.Sprintf("demo-%d", time.Now().UnixNano())
+	}
 	st, err := r.srv.NewStore(r.ctx, prefix, s3.S3Options{})
 	if err != nil {
 		return err
@@ -251,7 +255,11 @@ func (r *runner) setup() error {
 }
 
 // artifactNames are the self-explaining names under Dir.
-var artifactNames = []string{"checkpoint-bucket", "checkpoint-record", "savepoint-canonical", "rescaled-p3", "verify", "report.html", "fixture-report.html"}
+var artifactNames = []string{"checkpoint-bucket", "checkpoint-record", "savepoint-canonical", "rescaled-p3", "checkpoint-p3",
+	"flink-savepoints", "report.html", "flink-report.html", "s3-versitygw"}
+
+// intermediate are the stores removed at the end without Keep.
+var intermediate = []string{"checkpoint-bucket", "checkpoint-record", "savepoint-canonical", "rescaled-p3", "checkpoint-p3", "flink-savepoints"}
 
 func (r *runner) cleanup() {
 	if r.job != nil {
@@ -311,9 +319,7 @@ func (r *runner) show(args ...string) {
 			i++ // scratch space: not part of what the step shows
 			continue
 		}
-		if rel, err := filepath.Rel(mustWd(), a); err == nil && filepath.IsAbs(a) && !strings.HasPrefix(rel, "..") {
-			a = rel
-		}
+		a = r.rel(a)
 		shown = append(shown, a)
 	}
 	fmt.Fprintf(r.out, "   $ sfstate %s\n", strings.Join(shown, " "))
@@ -412,7 +418,7 @@ func (r *runner) sub(name string) (s3.Storage, error) {
 // rel shortens local paths relative to the working directory.
 func (r *runner) rel(p string) string {
 	if filepath.IsAbs(p) {
-		if rel, err := filepath.Rel(mustWd(), p); err == nil && !strings.HasPrefix(rel, "..") {
+		if rel, err := filepath.Rel(mustWd(), p); err == nil && !strings.HasPrefix(rel, "../..") {
 			return rel
 		}
 	}
@@ -451,11 +457,4 @@ func (r *runner) indent(out []byte, max int) {
 		}
 		fmt.Fprintf(r.out, "     %s\n", l)
 	}
-}
-
-func (r *runner) stepFixture() error { return nil }
-
-func (r *runner) finish(total time.Duration) error {
-	fmt.Fprintf(r.out, "\ndone in %s\n", total.Round(100*time.Millisecond))
-	return nil
 }
