@@ -57,7 +57,8 @@ type Options struct {
 	// entries that are live at NowMillis.
 	TTL   TTLCheck
 	Shard Shard
-	// SkipCheck skips the structural check.
+	// SkipCheck skips the structural check. Sharded runs check only in
+	// shard 0.
 	SkipCheck bool
 	// Samples is the number of decoded differing entries per group
 	// (default 5; negative: none).
@@ -94,7 +95,9 @@ func Run(ctx context.Context, src *savepoint.Savepoint, o Options) (*Report, err
 		t := o.TTL
 		r.TTL = &t
 	}
-	if !o.SkipCheck {
+	// The structural check covers the whole savepoint, so among shards only
+	// shard 0 runs it (merged reports then list each problem once).
+	if !o.SkipCheck && (o.Shard.All() || o.Shard.Index == 0) {
 		logf("checking structure")
 		probs, stats := savepoint.Check(ctx, src, savepoint.CheckOptions{Concurrency: max(1, o.Concurrency)})
 		if err := ctx.Err(); err != nil {
