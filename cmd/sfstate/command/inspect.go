@@ -22,9 +22,13 @@ func init() {
 operator its id, parallelism, size and state: for every keyed state its kind,
 key/namespace/value types, TTL, entry count and bytes, the distribution of
 entries over key groups and TTL ages. --dump prints decoded entries as JSON
-lines instead. Native (non-canonical) keyed state is listed but not decoded.`,
+lines instead. Native (non-canonical) keyed state is listed but not decoded
+unless --deep is given: then the files of every native RocksDB handle are
+downloaded to a temporary directory, opened read-only with RocksDB and
+decoded (Flink's or the engine's key layout, detected from the metadata).`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "dump", Usage: "print decoded keyed-state entries as JSON lines"},
+			&cli.BoolFlag{Name: "deep", Usage: "decode native RocksDB keyed state: download its files to a temporary directory and read them with RocksDB"},
 			&cli.StringFlag{Name: "operator", Usage: "only this operator (id, uid or name)"},
 			&cli.StringFlag{Name: "state", Usage: "only this keyed state name"},
 			&cli.StringFlag{Name: "key-groups", Usage: "only key groups in this range, e.g. 10-20 or 7"},
@@ -124,6 +128,9 @@ func runInspect(c *cli.Context) error {
 		}
 		// Select by id from here on (uids of V3/V4 files are hashed).
 		opts.Operator = op.ID.String()
+	}
+	if c.Bool("deep") {
+		return runInspectDeep(c, sp, opts)
 	}
 	if c.Bool("dump") {
 		return runDump(c, sp, opts)
