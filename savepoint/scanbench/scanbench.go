@@ -1,0 +1,314 @@
+// Package scanbench measures how fast package savepoint reads a large
+// canonical savepoint: it generates one (SQL rows written with flinkwrite)
+// and times a raw read of its data file, a header-only scan, a full decode
+// and the structural check, with peak RSS per phase. `sfstate bench
+// inspect` and the savepoint benchmarks use it.
+package scanbench
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/flinkwrite"
+	"github.com/sfstate/sfstate/savepoint/keyed"
+)
+
+// MaxParallelism of the generated operator.
+const MaxParallelism = 128
+
+// DataFile is the name of the generated keyed-state file.
+const DataFile = "keyed-0"
+
+// Generated describes a generated savepoint.
+type Generated struct {
+	Dir     string
+	Entries int64
+	// DataBytes is the size of the keyed-state file.
+	DataBytes int64
+}
+
+var (
+	keyTypes = []flinkwrite.LogicalType{flinkwrite.BigIntType{Nullable: true}, flinkwrite.VarCharType{Nullable: true, Length: math.MaxInt32}}
+	keyRow   = []keygroups.FieldType{keygroups.TypeBigInt, keygroups.TypeString}
+	accTypes = []flinkwrite.LogicalType{flinkwrite.BigIntType{Nullable: false}, flinkwrite.DoubleType{Nullable: true},
+		flinkwrite.VarCharType{Nullable: true, Length: math.MaxInt32}, flinkwrite.TimestampType{Nullable: true, Precision: 3},
+		flinkwrite.IntType{Nullable: true}, flinkwrite.BooleanType{Nullable: true}}
+	accRow = []keygroups.FieldType{keygroups.TypeBigInt, keygroups.TypeDouble, keygroups.TypeString, keygroups.TypeTimestamp(3), keygroups.TypeInt, keygroups.TypeBoolean}
+)
+
+func keyValues(i int64, name []byte) []any {
+	name = strconv.AppendInt(append(name[:0], "user-"...), i, 10)
+	return []any{i * 7, string(name)}
+}
+
+// Generate writes into dir a canonical savepoint of one SQL-style operator
+// (parallelism 1, max parallelism 128): n keys Row(BIGINT, VARCHAR), each
+// with one TTL VALUE state entry holding a 6-field row (BIGINT, DOUBLE,
+// VARCHAR, TIMESTAMP(3), INT, BOOLEAN), ~130 bytes per entry. Memory use
+// is ~6 bytes per key (the key-group order) plus buffers.
+func Generate(dir string, n int64) (*Generated, error) {
+	if n <= 0 || n > 1<<32 {
+		return nil, fmt.Errorf("scanbench: %d entries out of range", n)
+	}
+	kb, err := keygroups.NewRowBuilder(keyRow)
+	if err != nil {
+		return nil, err
+	}
+	ab, err := keygroups.NewRowBuilder(accRow)
+	if err != nil {
+		return nil, err
+	}
+	// Pass 1: the key group of every key, then the keys in key-group order
+	// (counting sort).
+	kgs := make([]uint8, n)
+	var counts [MaxParallelism + 1]int64
+	var name, row []byte
+	for i := range n {
+		row, err = kb.Append(row[:0], keyValues(i, name))
+		if err != nil {
+			return nil, err
+		}
+		kg := keygroups.KeyGroupFor(keygroups.HashRow(row), MaxParallelism)
+		kgs[i] = uint8(kg)
+		counts[kg+1]++
+	}
+	for kg := 1; kg <= MaxParallelism; kg++ {
+		counts[kg] += counts[kg-1]
+	}
+	order := make([]uint32, n)
+	next := counts
+	for i := range n {
+		order[next[kgs[i]]] = uint32(i)
+		next[kgs[i]]++
+	}
+	kgs = nil
+
+	keySer := flinkwrite.RowDataSnapshot{Types: keyTypes}
+	h := flinkwrite.Header{KeySerializer: keySer, States: []flinkwrite.StateMetaInfo{
+		flinkwrite.KeyedStateMeta("accState", flinkwrite.KindValue, flinkwrite.VoidNamespaceSnapshot, flinkwrite.TtlSnapshot(flinkwrite.RowDataSnapshot{Types: accTypes})),
+	}}
+	f, err := os.Create(filepath.Join(dir, DataFile))
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	bw := bufio.NewWriterSize(f, 1<<20)
+	w, err := flinkwrite.NewKeyedWriter(bw, h, flinkwrite.KeyGroupRange{Start: 0, End: MaxParallelism - 1}, MaxParallelism)
+	if err != nil {
+		return nil, err
+	}
+	prefix := flinkwrite.KeyGroupPrefixLen(MaxParallelism)
+	void := flinkwrite.AppendVoidNamespace(nil)
+	var keyBytes, key, acc, val []byte
+	accVals := make([]any, 6)
+	for kg := range MaxParallelism {
+		for _, idx := range order[counts[kg]:counts[kg+1]] {
+			i := int64(idx)
+			row, err = kb.Append(row[:0], keyValues(i, name))
+			if err != nil {
+				return nil, err
+			}
+			keyBytes, _ = flinkwrite.AppendRowData(keyBytes[:0], row)
+			key, err = flinkwrite.StateKey{KeyGroup: kg, PrefixLen: prefix, Key: keyBytes, Namespace: void}.Append(key[:0])
+			if err != nil {
+				return nil, err
+			}
+			accVals[0], accVals[1], accVals[2] = i, float64(i)/3, "a"+strconv.FormatInt(i%1000, 10)
+			accVals[3], accVals[4], accVals[5] = keygroups.Timestamp{Millis: 1_700_000_000_000 + i}, int64(i%97), i%2 == 0
+			if i%11 == 0 {
+				accVals[2] = nil
+			}
+			acc, err = ab.Append(acc[:0], accVals)
+			if err != nil {
+				return nil, err
+			}
+			val, _ = flinkwrite.AppendRowData(flinkwrite.AppendTtlValue(val[:0], 1_700_000_000_000+i, nil), acc)
+			if err := w.Add(kg, 0, key, val); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := w.Close(); err != nil {
+		return nil, err
+	}
+	if err := bw.Flush(); err != nil {
+		return nil, err
+	}
+	if err := f.Close(); err != nil {
+		return nil, err
+	}
+	size := w.Size()
+	op := &savepoint.OperatorState{ID: savepoint.OperatorIDFromUID("scanbench"), Parallelism: 1, MaxParallelism: MaxParallelism}
+	op.Subtasks = []*savepoint.SubtaskState{{Index: 0, ManagedKeyed: &savepoint.KeyGroupsHandle{Tag: savepoint.TagSavepointKeyGroups,
+		StartKeyGroup: 0, Offsets: w.Offsets(), Delegate: &savepoint.StreamHandle{Tag: savepoint.TagRelativeFile, Path: DataFile, Size: size}}}}
+	b, err := savepoint.EncodeMetadata(&savepoint.Metadata{Version: 3, CheckpointID: 1, Operators: []*savepoint.OperatorState{op}})
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(dir, savepoint.MetadataName), b, 0o644); err != nil {
+		return nil, err
+	}
+	return &Generated{Dir: dir, Entries: n, DataBytes: size}, nil
+}
+
+// Phase is one measured pass over the savepoint.
+type Phase struct {
+	Name          string  `json:"name"`
+	Seconds       float64 `json:"seconds"`
+	Entries       int64   `json:"entries"`
+	EntriesPerSec float64 `json:"entriesPerSecond"`
+	MBPerSec      float64 `json:"mbPerSecond"`
+	// RatioToRaw is MBPerSec over the raw read's.
+	RatioToRaw float64 `json:"ratioToRaw"`
+	// PeakRSS is the process's peak resident set during the phase (bytes;
+	// the peak is reset before each phase where the kernel allows it,
+	// else it is the process peak so far).
+	PeakRSS int64 `json:"peakRSSBytes"`
+	// Allocs is the number of heap allocations during the phase.
+	Allocs uint64 `json:"allocs"`
+}
+
+// Phases names, in run order.
+const (
+	PhaseRaw    = "raw read"
+	PhaseHeader = "header-only scan"
+	PhaseDecode = "full decode"
+	PhaseCheck  = "check"
+)
+
+// Run measures the four phases on a generated savepoint. rounds > 1 runs
+// each phase that often and keeps the fastest.
+func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
+	st, err := s3.NewLocal(g.Dir)
+	if err != nil {
+		return nil, err
+	}
+	sp, err := savepoint.Open(ctx, st, savepoint.MetadataName)
+	if err != nil {
+		return nil, err
+	}
+	rounds = max(rounds, 1)
+	phases := []struct {
+		name string
+		fn   func() (int64, error)
+	}{
+		{PhaseRaw, func() (int64, error) { return 0, RawRead(filepath.Join(g.Dir, DataFile)) }},
+		{PhaseHeader, func() (int64, error) { return walk(ctx, sp, keyed.ModeRaw) }},
+		{PhaseDecode, func() (int64, error) { return walk(ctx, sp, keyed.ModeDecode) }},
+		{PhaseCheck, func() (int64, error) {
+			probs, stats := savepoint.Check(ctx, sp, savepoint.CheckOptions{})
+			if len(probs) != 0 {
+				return 0, fmt.Errorf("scanbench: check found %d problems, first: %v", len(probs), probs[0])
+			}
+			return stats.Entries, nil
+		}},
+	}
+	var out []Phase
+	for _, ph := range phases {
+		best := Phase{Name: ph.name, Seconds: math.Inf(1)}
+		for range rounds {
+			runtime.GC()
+			debug.FreeOSMemory()
+			resetPeakRSS()
+			var ms0, ms1 runtime.MemStats
+			runtime.ReadMemStats(&ms0)
+			t0 := time.Now()
+			n, err := ph.fn()
+			sec := time.Since(t0).Seconds()
+			runtime.ReadMemStats(&ms1)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", ph.name, err)
+			}
+			if ph.name == PhaseRaw {
+				n = g.Entries
+			} else if n != g.Entries {
+				return nil, fmt.Errorf("scanbench: %s saw %d entries, want %d", ph.name, n, g.Entries)
+			}
+			if sec < best.Seconds {
+				best.Seconds, best.Entries = sec, n
+				best.Allocs = ms1.Mallocs - ms0.Mallocs
+			}
+			best.PeakRSS = max(best.PeakRSS, PeakRSS())
+		}
+		best.EntriesPerSec = float64(best.Entries) / best.Seconds
+		best.MBPerSec = float64(g.DataBytes) / 1e6 / best.Seconds
+		out = append(out, best)
+	}
+	for i := range out {
+		out[i].RatioToRaw = out[i].MBPerSec / out[0].MBPerSec
+	}
+	return out, nil
+}
+
+func walk(ctx context.Context, sp *savepoint.Savepoint, mode keyed.Mode) (int64, error) {
+	var n int64
+	err := sp.WalkKeyed(ctx, savepoint.ScanOptions{KeyGroupTo: -1, Mode: mode}, func(*savepoint.KeyedEntry) error {
+		n++
+		return nil
+	})
+	return n, err
+}
+
+// RawRead reads a file from disk (or the page cache) with a 1 MiB buffer
+// and discards the bytes: the baseline the decoding phases are compared
+// with.
+func RawRead(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		_, err := f.Read(buf)
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+// resetPeakRSS resets the kernel's peak-RSS mark (VmHWM) of this process
+// (Linux: "5" into /proc/self/clear_refs); elsewhere it does nothing.
+func resetPeakRSS() {
+	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
+}
+
+// PeakRSS returns the process's peak resident set in bytes: VmHWM from
+// /proc/self/status, else getrusage's maximum RSS.
+func PeakRSS() int64 {
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+				f := strings.Fields(rest)
+				if len(f) >= 1 {
+					if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+						return kb << 10
+					}
+				}
+			}
+		}
+	}
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
+		return int64(ru.Maxrss) << 10
+	}
+	return 0
+}
