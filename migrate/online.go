@@ -38,18 +38,19 @@ type OnlineStats struct {
 // layout is an error rather than silently missing rows.
 type MigratingJoinState struct {
 	recordstore.JoinState
-	be     engine.Backend
-	bst    int
-	width  int
-	maxP   int
-	pool   *engine.Pool
-	clock  *engine.Clock
-	ttl    int64
-	left   bool // bucket entries may remain
-	stats  OnlineStats
-	conv   Converter
-	probed map[string]bool // group prefixes checked in the open bundle
-	scr    []byte
+	be      engine.Backend
+	bst     int
+	width   int
+	maxP    int
+	pool    *engine.Pool
+	clock   *engine.Clock
+	ttl     int64
+	left    bool  // bucket entries may remain
+	checked int64 // KeysMigrated at the last checkLeft
+	stats   OnlineStats
+	conv    Converter
+	probed  map[string]bool // group prefixes checked in the open bundle
+	scr     []byte
 }
 
 // NewMigratingJoinState opens the record layout on be (which must declare
@@ -180,7 +181,9 @@ func (m *MigratingJoinState) migrate(probes []recordstore.Probe) error {
 	if err := commit(); err != nil {
 		return err
 	}
-	if len(hits) > 0 && m.stats.KeysMigrated%1024 == 0 {
+	if m.stats.KeysMigrated-m.checked >= 1024 {
+		// now and then: has the last bucket gone? (then lookups stop)
+		m.checked = m.stats.KeysMigrated
 		return m.checkLeft()
 	}
 	return ferr
@@ -189,6 +192,43 @@ func (m *MigratingJoinState) migrate(probes []recordstore.Probe) error {
 func (m *MigratingJoinState) stOf(name string) int {
 	id, _ := StateID(m.be, name)
 	return id
+}
+
+// Sweep migrates up to maxKeys buckets that no bundle touched yet (for
+// finishing a migration between bundles, e.g. when idle). It must not run
+// inside a bundle. It returns the buckets migrated; OnlineStats().Done
+// tells when none is left.
+func (m *MigratingJoinState) Sweep(maxKeys int) (int, error) {
+	if !m.left || maxKeys <= 0 {
+		return 0, nil
+	}
+	var probes []recordstore.Probe
+	var ferr error
+	err := m.be.Scan(m.bst, nil, nil, func(k, v []byte) bool {
+		b, off, err := DecodeBucketKey(k, m.width)
+		if err != nil {
+			ferr = fmt.Errorf("migrate: bucket key %x offset %d: %w", k, off, err)
+			return false
+		}
+		probes = append(probes, recordstore.Probe{Side: b.Side, Key: append([]byte(nil), b.Key...)})
+		return len(probes) < maxKeys
+	})
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return 0, err
+	}
+	before := m.stats.KeysMigrated
+	clear(m.probed)
+	if err := m.migrate(probes); err != nil {
+		return int(m.stats.KeysMigrated - before), err
+	}
+	clear(m.probed)
+	if len(probes) < maxKeys {
+		err = m.checkLeft()
+	}
+	return int(m.stats.KeysMigrated - before), err
 }
 
 // guard fails for a key the bundle did not probe that still has a bucket.
