@@ -38,8 +38,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.TTL != nil {
 		hdr = append(hdr, "EXPIRED")
 	}
-	for _, t := range r.Targets {
-		hdr = append(hdr, strings.ToUpper(t.Name))
+	for i, t := range r.Targets {
+		h := strings.ToUpper(t.Name)
+		if t.Backend == "" {
+			h = fmt.Sprintf("OTHER#%d", i+1)
+			if len(r.Targets) == 1 {
+				h = "OTHER"
+			}
+		}
+		hdr = append(hdr, h)
 	}
 	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
 	for _, os := range r.states() {
@@ -71,8 +78,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 				continue
 			}
 			fmt.Fprintf(w, "%s, %s:\n", t.Name, d.GroupKey)
+			label := "restored:"
+			if t.Backend == "" {
+				label = "other:   "
+			}
 			for _, s := range d.Samples {
-				fmt.Fprintf(w, "  source:   %s\n  restored: %s\n", orNone(s.Source), orNone(s.Target))
+				fmt.Fprintf(w, "  source:   %s\n  %s %s\n", orNone(s.Source), label, orNone(s.Target))
 			}
 		}
 	}
