@@ -1,0 +1,35 @@
+package command
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/sfstate/sfstate/savepoint/scanbench"
+)
+
+func TestBenchInspect(t *testing.T) {
+	out, errOut, code := run(t, "--json", "bench", "inspect", "--entries", "2000", "--dir", t.TempDir())
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res BenchInspectResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, out)
+	}
+	if res.Entries != 2000 || res.DataBytes <= 0 || len(res.Phases) != 4 || res.Phases[2].Name != scanbench.PhaseDecode {
+		t.Fatalf("%+v", res)
+	}
+	for _, p := range res.Phases {
+		if p.Entries != 2000 || p.MBPerSec <= 0 || p.PeakRSS <= 0 {
+			t.Fatalf("%+v", p)
+		}
+	}
+	out, _, code = run(t, "bench", "inspect", "--entries", "500", "--dir", t.TempDir())
+	if code != ExitOK || !strings.Contains(out, "full decode") || !strings.Contains(out, "ratio to raw") {
+		t.Fatalf("exit %d: %s", code, out)
+	}
+	if _, _, code := run(t, "bench", "inspect", "--entries", "-1"); code != ExitUsage {
+		t.Fatalf("negative entries: exit %d", code)
+	}
+}
