@@ -5,18 +5,27 @@ package native_test
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/sfstate/sfstate/savepoint/native"
+	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
 const (
@@ -142,5 +151,276 @@ func TestFlinkNativeMatchesCanonicalTwin(t *testing.T) {
 			t.Errorf("entry %d differs:\n native    %s\n canonical %s", i, g, w)
 			break
 		}
+	}
+}
+
+// engineEntry renders one decoded engine entry (or one written) for
+// comparison.
+func engineEntry(state string, kg int, key, ns, uk []byte, value string, ttl int64) string {
+	return fmt.Sprintf("%s kg=%d key=%x ns=%x uk=%x value=%s ttl=%d", state, kg, key, ns, uk, value, ttl)
+}
+
+func rawHex(v any) string {
+	switch x := v.(type) {
+	case *serde.Raw:
+		return hex.EncodeToString(x.Bytes)
+	case serde.List:
+		parts := make([]string, len(x))
+		for i, e := range x {
+			parts[i] = rawHex(e)
+		}
+		return "[" + strings.Join(parts, ",") + "]"
+	case int64:
+		return fmt.Sprintf("#%d", x)
+	case nil:
+		return ""
+	}
+	return fmt.Sprintf("?%T", v)
+}
+
+// takeEngineCheckpoint writes known entries into two engine RocksDB
+// backends (value with TTL, list, map, priority queue) and checkpoints
+// them into root as checkpoint 1. It returns the entries written.
+func takeEngineCheckpoint(t *testing.T, root string) []string {
+	t.Helper()
+	const maxPar = 128
+	states := []engine.StateDesc{
+		{Name: "last", Kind: engine.KindValue, TTL: time.Hour},
+		{Name: "events", Kind: engine.KindList},
+		{Name: "rows", Kind: engine.KindMap},
+		{Name: "timers", Kind: engine.KindPriorityQueue},
+	}
+	now := time.Now().UnixMilli()
+	var want []string
+	var backends []engine.Backend
+	for i, r := range keygroups.Ranges(maxPar, 2) {
+		l := engine.Layout{MaxParallelism: maxPar, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
+		b, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), fmt.Sprintf("task-%d", i)), l, states, engine.RocksOptions{WriteBufferSize: 256 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		backends = append(backends, b)
+		bt := b.NewBatch()
+		for k := 0; k < 40; k++ {
+			kg := (k*37 + i*64) % maxPar
+			if !l.Range.Contains(kg) {
+				continue
+			}
+			key := []byte(fmt.Sprintf("user-%d-%d", i, k))
+			ns := []byte{byte(k % 3)}
+			ts := now - int64(k)*1000
+			stored := l.Key(nil, kg, key, ns)
+			val := binary.BigEndian.AppendUint64(nil, uint64(ts))
+			val = append(val, fmt.Sprintf("v%d", k)...)
+			bt.Put(0, stored, val)
+			want = append(want, engineEntry("last", kg, key, ns, nil, hex.EncodeToString(val[8:]), ts))
+
+			lv := binary.BigEndian.AppendUint64(nil, uint64(ts))
+			var elems []string
+			for e := 0; e <= k%3; e++ {
+				el := []byte(fmt.Sprintf("e%d.%d", k, e))
+				lv = binary.AppendUvarint(lv, uint64(len(el)))
+				lv = append(lv, el...)
+				elems = append(elems, hex.EncodeToString(el))
+			}
+			bt.Put(1, stored, lv)
+			want = append(want, engineEntry("events", kg, key, ns, nil, "["+strings.Join(elems, ",")+"]", ts))
+
+			for u := 0; u < 2; u++ {
+				uk := []byte{'k', byte('a' + u)}
+				mv := binary.BigEndian.AppendUint64(nil, uint64(ts))
+				mv = append(mv, byte(u), byte(k))
+				bt.Put(2, append(append([]byte(nil), stored...), uk...), mv)
+				want = append(want, engineEntry("rows", kg, key, ns, uk, hex.EncodeToString(mv[8:]), ts))
+			}
+
+			prio := int64(k*100 - 500)
+			elem := []byte(fmt.Sprintf("timer-%d", k))
+			pk := l.AppendKeyGroup(nil, kg)
+			pk = binary.BigEndian.AppendUint64(pk, uint64(prio)^(1<<63))
+			pk = append(pk, elem...)
+			bt.Put(3, pk, nil)
+			want = append(want, engineEntry("timers", kg, nil, nil, nil, fmt.Sprintf("%d:%x", prio, elem), -1))
+		}
+		if err := bt.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		bt.Close()
+		if err := b.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := s3.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.New(st, checkpoint.Options{}).TakeSync(context.Background(), backends, 1); err != nil {
+		t.Fatal(err)
+	}
+	if len(want) < 100 {
+		t.Fatalf("only %d entries written", len(want))
+	}
+	return want
+}
+
+func TestEngineNativeCheckpointDecodes(t *testing.T) {
+	root := t.TempDir()
+	want := takeEngineCheckpoint(t, root)
+	st, err := s3.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := savepoint.Open(context.Background(), st, checkpoint.MetadataKey(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := native.Open(context.Background(), sp, savepoint.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Layout != native.LayoutEngine {
+		t.Fatalf("layout %s, want %s", snap.Layout, native.LayoutEngine)
+	}
+	tmp := t.TempDir()
+	var got []string
+	err = snap.Walk(context.Background(), sp, engine.ReadNativeDir, native.WalkOptions{KeyGroupTo: -1, TempDir: tmp}, func(h *native.Handle, e *keyed.Entry) error {
+		if e.State.Name == "timers" {
+			got = append(got, engineEntry("timers", e.KeyGroup, nil, nil, nil, fmt.Sprintf("%d:%s", e.Key, rawHex(e.Value)), -1))
+			return nil
+		}
+		ttl := int64(-1)
+		if e.TTLTimestamp != nil {
+			ttl = *e.TTLTimestamp
+		}
+		var uk []byte
+		if r, ok := e.UserKey.(*serde.Raw); ok {
+			uk = r.Bytes
+		}
+		got = append(got, engineEntry(e.State.Name, e.KeyGroup, e.Key.(*serde.Raw).Bytes, e.Namespace.(*serde.Raw).Bytes, uk, rawHex(e.Value), ttl))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("temporary files left: %v", ents)
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("decoded entries differ from those written:\n got %d: %.600s\nwant %d: %.600s", len(got), strings.Join(got, "\n"), len(want), strings.Join(want, "\n"))
+	}
+
+	// Filters: one state, a key-group range.
+	var n int
+	err = snap.Walk(context.Background(), sp, engine.ReadNativeDir, native.WalkOptions{State: "rows", KeyGroupFrom: 0, KeyGroupTo: 63, TempDir: tmp}, func(h *native.Handle, e *keyed.Entry) error {
+		if e.State.Name != "rows" || e.KeyGroup > 63 {
+			t.Errorf("filtered walk returned %s kg %d", e.State.Name, e.KeyGroup)
+		}
+		n++
+		return nil
+	})
+	if err != nil || n == 0 {
+		t.Fatalf("filtered walk: %d entries, %v", n, err)
+	}
+}
+
+// A flipped byte in a shared SST of an engine checkpoint fails the
+// manifest's CRC-32C check, naming the object.
+func TestEngineNativeCorruptSSTNamed(t *testing.T) {
+	root := t.TempDir()
+	takeEngineCheckpoint(t, root)
+	ssts, _ := filepath.Glob(filepath.Join(root, "shared", "*.sst"))
+	if len(ssts) == 0 {
+		t.Fatal("no shared SST files")
+	}
+	b, err := os.ReadFile(ssts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)/3] ^= 0x5A
+	if err := os.WriteFile(ssts[0], b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := s3.NewLocal(root)
+	sp, err := savepoint.Open(context.Background(), st, checkpoint.MetadataKey(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := native.Open(context.Background(), sp, savepoint.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	err = snap.Walk(context.Background(), sp, engine.ReadNativeDir, native.WalkOptions{KeyGroupTo: -1, TempDir: tmp}, func(*native.Handle, *keyed.Entry) error { return nil })
+	if err == nil || !errors.Is(err, native.ErrFormat) || !strings.Contains(err.Error(), filepath.Base(ssts[0])) {
+		t.Fatalf("err = %v, want a format error naming %s", err, filepath.Base(ssts[0]))
+	}
+	t.Logf("error: %v", err)
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("temporary files left after the error: %v", ents)
+	}
+}
+
+// A corrupted data block in an SST of Flink's native savepoint (no CRC
+// recorded) is caught by RocksDB's block checksums; the error names the
+// savepoint file, not the download directory.
+func TestFlinkNativeCorruptSSTNamed(t *testing.T) {
+	src := fixtures.Path(t, nativeFixture)
+	dir := t.TempDir()
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sp := openDir(t, dir)
+	snap, err := native.Open(context.Background(), sp, savepoint.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var victim string
+	for _, h := range snap.Handles {
+		for _, f := range h.Files {
+			if strings.HasSuffix(f.Name, ".sst") && victim == "" {
+				victim = f.Loc.Key
+			}
+		}
+	}
+	if victim == "" {
+		t.Fatal("no SST file in the fixture's handles")
+	}
+	p := filepath.Join(dir, victim)
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first data block starts at offset 0 of the SST.
+	for i := 8; i < 24 && i < len(b); i++ {
+		b[i] ^= 0xFF
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	err = snap.Walk(context.Background(), sp, engine.ReadNativeDir, native.WalkOptions{KeyGroupTo: -1, TempDir: tmp}, func(*native.Handle, *keyed.Entry) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), victim) || strings.Contains(err.Error(), tmp) {
+		t.Fatalf("err = %v, want an error naming %s and not the download directory", err, victim)
+	}
+	t.Logf("error: %v", err)
+	var fe *native.FileError
+	if !errors.As(err, &fe) || len(fe.Files) == 0 {
+		t.Errorf("err %T does not list the files: %v", err, err)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Errorf("temporary files left after the error: %v", ents)
 	}
 }
