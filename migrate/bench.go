@@ -131,7 +131,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 				return nil, err
 			}
 			logf("generating %s/%d: %d rows", shape, payload, rows)
-			gs, err := GenerateCheckpoint(ctx, gst, GenConfig{Keys: int(max(1, rows/64)), Rows: int(rows), Skewed: skewed,
+			_, err = GenerateCheckpoint(ctx, gst, GenConfig{Keys: int(max(1, rows/64)), Rows: int(rows), Skewed: skewed,
 				Payload: payload, OtherEntries: 10000, Seed: 42, WorkDir: scratch})
 			if err != nil {
 				return nil, err
@@ -167,7 +167,6 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 					return nil, err
 				}
 			}
-			_ = gs
 			if err := os.RemoveAll(gdir); err != nil {
 				return nil, err
 			}
