@@ -43,7 +43,7 @@ func init() {
 			&cli.StringFlag{Name: "work-dir", Usage: "scratch directory for RocksDB files (default: system temp)"},
 			&cli.IntFlag{Name: "memory-mib", Value: 64, Usage: "memory pool for buffered records"},
 			&cli.IntFlag{Name: "parallel", Usage: "subtasks migrated at once (default: number of CPUs)"},
-			&cli.BoolFlag{Name: "groups", Usage: "list every (side, key group) in the text report"},
+			&cli.BoolFlag{Name: "groups", Usage: "list every (side, key group) in the text report (default when at most 256)"},
 			&cli.StringFlag{Name: "s3-endpoint", Usage: "S3 endpoint URL (e.g. http://127.0.0.1:7070)", EnvVars: []string{"SFSTATE_S3_ENDPOINT"}},
 		},
 		Action: runMigrate,
@@ -378,11 +378,12 @@ func printMigrateReport(w io.Writer, rep *migrate.Report, asJSON, groups bool) e
 			return "equal"
 		}
 		var tot [2]migrate.GroupStats
+		all := groups || len(o.Source.Groups) <= 256
 		for _, id := range o.Source.IDs() {
 			s := *o.Source.Groups[id]
 			t := &tot[id.Side&1]
 			t.Keys, t.Rows, t.Count, t.Assoc, t.Hash = t.Keys+s.Keys, t.Rows+s.Rows, t.Count+s.Count, t.Assoc+s.Assoc, t.Hash+s.Hash
-			if groups || bad[id] {
+			if all || bad[id] {
 				line(id.Side.String(), strconv.Itoa(id.KeyGroup), s, check(id))
 			}
 		}
@@ -396,6 +397,9 @@ func printMigrateReport(w io.Writer, rep *migrate.Report, asJSON, groups bool) e
 			line([]string{"left", "right"}[side], "all", t, c)
 		}
 		tw.Flush()
+		if !all {
+			fmt.Fprintf(w, "  (%d side/key-group rows summarized; --groups or --json lists each)\n", len(o.Source.Groups))
+		}
 		for _, m := range o.Mismatches {
 			fmt.Fprintf(w, "  DIFFERS: %v\n", m)
 		}
