@@ -476,7 +476,9 @@ func (c *checker) checkKeyedData(op *OperatorState, st *SubtaskState, h *KeyGrou
 	var br keyed.BlockReader
 	ropts := keyed.ReadOptions{MaxParallelism: int(op.MaxParallelism), Mode: keyed.ModeDecode}
 	if hasher.raw {
-		ropts.Mode = keyed.ModeSplit
+		// Keys hash on their bytes: validate every key, namespace and
+		// value without building values.
+		ropts.Mode = keyed.ModeValidate
 	}
 	for i, off := range h.Offsets {
 		if off == 0 {

@@ -36,6 +36,12 @@ const (
 	ModeSplit
 	// ModeRaw only frames entries: key and value bytes per state.
 	ModeRaw
+	// ModeValidate splits keys like ModeSplit and checks every key,
+	// namespace, user key and value exactly as ModeDecode does (same
+	// errors) without building values: Key, Namespace, UserKey and Value
+	// stay nil. For the common serializers it allocates nothing per entry;
+	// use it for checks, digests and statistics.
+	ModeValidate
 )
 
 // ReadOptions tunes ReadKeyGroupWith.
@@ -99,6 +105,9 @@ type BlockReader struct {
 	lastKey      serde.Value
 	lastKeyOK    bool
 	lastHeader   *Header
+	// Key bytes last validated (ModeValidate).
+	lastValidBytes []byte
+	lastValidOK    bool
 
 	// per-call state
 	name     string
@@ -242,11 +251,24 @@ func (r *BlockReader) decodeExact(dec serde.Decoder, b []byte, base int64) (serd
 	return v, nil
 }
 
+// validateExact checks b is exactly one value of dec.
+func (r *BlockReader) validateExact(dec serde.Decoder, b []byte, base int64) error {
+	d := r.dec(1, b, base)
+	serde.Validate(dec, d)
+	if d.Err() != nil {
+		return d.Err()
+	}
+	if d.Len() != 0 {
+		return &binfmt.OffsetError{Offset: d.Offset(), Err: fmt.Errorf("%w: %d bytes left after the %s value", binfmt.ErrCorrupt, d.Len(), dec.Snapshot().Name())}
+	}
+	return nil
+}
+
 // Read decodes one key-group block; see ReadKeyGroup.
 func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, keyGroup int, off int64, o ReadOptions, fn func(*Entry) error) error {
 	r.name, r.kg, r.off, r.pos, r.size, r.compress = name, keyGroup, off, 0, size, h.Compressed
 	if r.lastHeader != h {
-		r.lastKeyOK, r.lastHeader = false, h
+		r.lastKeyOK, r.lastValidOK, r.lastHeader = false, false, h
 	}
 	if off <= 0 || off >= size {
 		return &Error{File: name, KeyGroup: keyGroup, Offset: off, BlockPos: -1, Err: fmt.Errorf("%w: key-group offset %d outside stream of %d bytes", binfmt.ErrCorrupt, off, size)}
@@ -350,12 +372,19 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 // are the block positions of the key and value bytes.
 func (r *BlockReader) interpret(h *Header, st *StateMeta, e *Entry, prefix int, keyPos, valPos int64, mode Mode) error {
 	decode := mode == ModeDecode
+	validate := mode == ModeValidate
 	d := r.dec(0, e.KeyBytes, keyPos)
 	d.Skip(prefix)
 	if st.Type == PriorityQueue {
 		e.KeyPart = e.KeyBytes[prefix:]
 		if len(e.ValueBytes) != 0 {
 			return r.errAt(valPos, fmt.Errorf("%w: priority-queue entry of state %q has a %d-byte value", binfmt.ErrCorrupt, st.Name, len(e.ValueBytes)))
+		}
+		if validate && st.valDec != nil {
+			if err := r.validateExact(st.valDec, e.KeyPart, keyPos+int64(prefix)); err != nil {
+				return r.errFromDec(fmt.Sprintf("state %q timer", st.Name), err)
+			}
+			return nil
 		}
 		if !decode || st.valDec == nil {
 			return nil
@@ -377,6 +406,9 @@ func (r *BlockReader) interpret(h *Header, st *StateMeta, e *Entry, prefix int, 
 		if decode {
 			e.Key = &serde.Raw{Serializer: snapClass(h.KeySerializer), Bytes: append([]byte(nil), e.KeyPart...)}
 			return r.decodeValue(st, e, valPos)
+		}
+		if validate {
+			return r.validateValue(st, e, valPos)
 		}
 		return nil
 	}
@@ -400,6 +432,12 @@ func (r *BlockReader) interpret(h *Header, st *StateMeta, e *Entry, prefix int, 
 			r.lastKey, r.lastKeyOK = v, true
 			r.lastKeyBytes = append(r.lastKeyBytes[:0], e.KeyPart...)
 		}
+	} else if validate && !(r.lastValidOK && bytes.Equal(e.KeyPart, r.lastValidBytes)) {
+		if err := r.validateExact(kd, e.KeyPart, keyPos+int64(start)); err != nil {
+			return r.errFromDec(fmt.Sprintf("state %q key", st.Name), err)
+		}
+		r.lastValidOK = true
+		r.lastValidBytes = append(r.lastValidBytes[:0], e.KeyPart...)
 	}
 	nd := st.nsDec
 	ambiguous := nd != nil && kd.Len() < 0 && nd.Len() < 0
@@ -414,12 +452,18 @@ func (r *BlockReader) interpret(h *Header, st *StateMeta, e *Entry, prefix int, 
 			e.Namespace = &serde.Raw{Serializer: snapClass(st.Namespace), Bytes: append([]byte(nil), e.NamespaceBytes...)}
 			return r.decodeValue(st, e, valPos)
 		}
+		if validate {
+			return r.validateValue(st, e, valPos)
+		}
 		return nil
 	}
 	start = d.Pos
-	if decode {
+	switch {
+	case decode:
 		e.Namespace = nd.Decode(d)
-	} else {
+	case validate:
+		serde.Validate(nd, d)
+	default:
 		nd.Skip(d)
 	}
 	if d.Err() != nil {
@@ -445,13 +489,67 @@ func (r *BlockReader) interpret(h *Header, st *StateMeta, e *Entry, prefix int, 
 				e.UserKey = v
 			}
 		}
+		if validate && st.ukDec != nil && st.ukDec.Supported() {
+			if err := r.validateExact(st.ukDec, rest, d.Offset()); err != nil {
+				return r.errFromDec(fmt.Sprintf("state %q user key", st.Name), err)
+			}
+		}
 	} else if len(rest) != 0 {
 		return r.errAt(d.Offset(), fmt.Errorf("%w: %d bytes left in the key of state %q after the namespace", binfmt.ErrCorrupt, len(rest), st.Name))
+	}
+	if validate {
+		return r.validateValue(st, e, valPos)
 	}
 	if !decode {
 		return nil
 	}
 	return r.decodeValue(st, e, valPos)
+}
+
+// validateValue is decodeValue without building the value (ModeValidate).
+func (r *BlockReader) validateValue(st *StateMeta, e *Entry, valPos int64) error {
+	val := e.ValueBytes
+	switch st.Kind {
+	case "LIST":
+		if st.elemDec == nil || !st.elemDec.Supported() {
+			return nil
+		}
+		d := r.dec(1, val, valPos)
+		for i := 0; d.Len() > 0; i++ {
+			if i > 0 {
+				if c := d.U8(); c != listDelimiter {
+					return r.errAt(d.Offset()-1, fmt.Errorf("%w: list state %q: byte 0x%02x where the ',' delimiter was expected", binfmt.ErrCorrupt, st.Name, c))
+				}
+			}
+			serde.Validate(st.elemDec, d)
+			if d.Err() != nil {
+				return r.errFromDec(fmt.Sprintf("list state %q element %d", st.Name, i), d.Err())
+			}
+		}
+		return nil
+	case "MAP":
+		if len(val) == 0 {
+			return r.errAt(valPos, fmt.Errorf("%w: map state %q value has no null flag", binfmt.ErrCorrupt, st.Name))
+		}
+		if val[0] > 1 {
+			return r.errAt(valPos, fmt.Errorf("%w: map state %q null flag 0x%02x", binfmt.ErrCorrupt, st.Name, val[0]))
+		}
+		if val[0] == 1 || st.uvDec == nil || !st.uvDec.Supported() {
+			return nil
+		}
+		if err := r.validateExact(st.uvDec, val[1:], valPos+1); err != nil {
+			return r.errFromDec(fmt.Sprintf("map state %q value", st.Name), err)
+		}
+		return nil
+	default:
+		if st.valDec == nil || !st.valDec.Supported() {
+			return nil
+		}
+		if err := r.validateExact(st.valDec, val, valPos); err != nil {
+			return r.errFromDec(fmt.Sprintf("state %q value", st.Name), err)
+		}
+		return nil
+	}
 }
 
 func snapClass(s *serde.Snapshot) string {

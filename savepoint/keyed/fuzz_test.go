@@ -68,7 +68,7 @@ func FuzzKeyGroup(f *testing.F) {
 			h, hdrBytes = hc, compHdr[:hcl]
 		}
 		stream := append(append([]byte{}, hdrBytes...), block...)
-		for _, mode := range []Mode{ModeRaw, ModeSplit, ModeDecode} {
+		for _, mode := range []Mode{ModeRaw, ModeSplit, ModeDecode, ModeValidate} {
 			_ = ReadKeyGroupWith(bytes.NewReader(stream), int64(len(stream)), "fuzz", h, int(kg&0x7F), int64(len(hdrBytes)), ReadOptions{MaxParallelism: 128, Mode: mode}, func(*Entry) error { return nil })
 		}
 	})

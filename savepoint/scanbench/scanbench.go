@@ -188,7 +188,10 @@ const (
 	PhaseRaw    = "raw read"
 	PhaseHeader = "header-only scan"
 	PhaseDecode = "full decode"
-	PhaseCheck  = "check"
+	// PhaseValidate walks every entry with keyed.ModeValidate: every byte
+	// of every key and value checked as by a full decode, no values built.
+	PhaseValidate = "full validate"
+	PhaseCheck    = "check"
 )
 
 // Run measures the four phases on a generated savepoint. rounds > 1 runs
@@ -210,6 +213,7 @@ func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
 		{PhaseRaw, func() (int64, error) { return 0, RawRead(filepath.Join(g.Dir, DataFile)) }},
 		{PhaseHeader, func() (int64, error) { return walk(ctx, sp, keyed.ModeRaw) }},
 		{PhaseDecode, func() (int64, error) { return walk(ctx, sp, keyed.ModeDecode) }},
+		{PhaseValidate, func() (int64, error) { return walk(ctx, sp, keyed.ModeValidate) }},
 		{PhaseCheck, func() (int64, error) {
 			probs, stats := savepoint.Check(ctx, sp, savepoint.CheckOptions{})
 			if len(probs) != 0 {

@@ -22,7 +22,7 @@ func TestGenerateAndRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(phases) != 4 || phases[0].Name != PhaseRaw || phases[0].RatioToRaw != 1 {
+	if len(phases) != 5 || phases[0].Name != PhaseRaw || phases[0].RatioToRaw != 1 {
 		t.Fatalf("%+v", phases)
 	}
 	for _, p := range phases {

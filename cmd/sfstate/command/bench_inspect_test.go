@@ -17,7 +17,7 @@ func TestBenchInspect(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, out)
 	}
-	if res.Entries != 2000 || res.DataBytes <= 0 || len(res.Phases) != 4 || res.Phases[2].Name != scanbench.PhaseDecode {
+	if res.Entries != 2000 || res.DataBytes <= 0 || len(res.Phases) != 5 || res.Phases[2].Name != scanbench.PhaseDecode {
 		t.Fatalf("%+v", res)
 	}
 	for _, p := range res.Phases {
