@@ -428,3 +428,90 @@ func TestListTTLLiveElements(t *testing.T) {
 		t.Fatalf("group %+v", g)
 	}
 }
+
+// TestMergeRejectsInconsistentShards: reports of other sources, TTLs or
+// targets, and unreadable digest files, are refused.
+func TestMergeRejectsInconsistentShards(t *testing.T) {
+	ctx := context.Background()
+	sp := openDir(t, fixture(t, "sql-rocksdb-canonical-join-mapstate").Dir)
+	var rs []*Report
+	for i := 0; i < 2; i++ {
+		r, err := Run(ctx, sp, Options{Shard: Shard{i, 2}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	if _, err := Merge(rs); err != nil {
+		t.Fatal(err)
+	}
+	other := *rs[1]
+	other.Source = "elsewhere"
+	if _, err := Merge([]*Report{rs[0], &other}); err == nil {
+		t.Error("merged shards of two sources")
+	}
+	ttl := *rs[1]
+	ttl.TTL = &TTLCheck{TTLMillis: 1, NowMillis: 2}
+	if _, err := Merge([]*Report{rs[0], &ttl}); err == nil {
+		t.Error("merged shards verified at different TTL times")
+	}
+	tg := *rs[1]
+	tg.Targets = []TargetResult{{Name: "heap@p3"}}
+	if _, err := Merge([]*Report{rs[0], &tg}); err == nil {
+		t.Error("merged shards with different targets")
+	}
+	for _, bad := range []string{"", "{", `{"digest": {"groups": [{"hash": "zz"}]}}`, "[1,2]"} {
+		if _, err := ReadReport(strings.NewReader(bad), "bad.json"); err == nil {
+			t.Errorf("ReadReport(%q) accepted", bad)
+		}
+	}
+}
+
+// TestShardedTruncationMerges: a stream cut short is found by the shard
+// that checks structure, and the merged verdict fails.
+func TestShardedTruncationMerges(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(fixture(t, "flink1.20-rocksdb-canonical-valuestate-timers").Dir)); err != nil {
+		t.Fatal(err)
+	}
+	sp := openDir(t, dir)
+	var victim string
+	for _, op := range sp.Meta.Operators {
+		for _, st := range op.Subtasks {
+			if h, ok := st.ManagedKeyed.(*savepoint.KeyGroupsHandle); ok && victim == "" && h.Delegate.Path != "" {
+				victim = filepath.Join(dir, filepath.Base(h.Delegate.Path))
+			}
+		}
+	}
+	if victim == "" {
+		t.Fatal("no keyed state file")
+	}
+	fi, err := os.Stat(victim)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(victim, 0o644)
+	if err := os.Truncate(victim, fi.Size()-3); err != nil {
+		t.Fatal(err)
+	}
+	sp = openDir(t, dir)
+	var rs []*Report
+	for i := 0; i < 3; i++ {
+		r, err := Run(ctx, sp, Options{Shard: Shard{i, 3}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	m, err := Merge(rs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.OK || m.Check == nil || len(m.Check.Problems) == 0 {
+		t.Fatalf("merged verdict misses the truncation: %v", m.Failures())
+	}
+	if !strings.Contains(m.Check.Problems[0].File, filepath.Base(victim)) {
+		t.Fatalf("problem %v does not name %s", m.Check.Problems[0], filepath.Base(victim))
+	}
+}
