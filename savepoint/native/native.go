@@ -121,6 +121,9 @@ type Handle struct {
 	Layout   Layout
 	// EngineStates are the manifest's states (LayoutEngine only).
 	EngineStates []EngineState
+	// OutOfRange counts the entries Walk skipped because their key group
+	// lies outside the handle's range.
+	OutOfRange int64
 }
 
 // KeyGroupRange returns the handle's inclusive key-group range.
@@ -132,9 +135,6 @@ type Snapshot struct {
 	// LayoutReason says how the layout was detected.
 	LayoutReason string
 	Handles      []*Handle
-	// OutOfRange counts entries Walk skipped because their key group lies
-	// outside their handle's range.
-	OutOfRange int64
 }
 
 // Open resolves the native keyed handles of sp (tags 5 and 11) of the
@@ -423,7 +423,7 @@ type WalkOptions struct {
 // reads them with read and calls fn for every decoded entry, handle by
 // handle. Temporary directories are removed before Walk returns, on
 // errors too. Entries outside their handle's key-group range are skipped
-// and counted in s.OutOfRange. An error returned by fn ends the walk and is
+// and counted in Handle.OutOfRange. An error returned by fn ends the walk and is
 // returned as is.
 func (s *Snapshot) Walk(ctx context.Context, sp *savepoint.Savepoint, read DirReader, o WalkOptions, fn func(h *Handle, e *keyed.Entry) error) error {
 	for _, h := range s.Handles {
@@ -474,7 +474,7 @@ func (s *Snapshot) walkHandle(ctx context.Context, sp *savepoint.Savepoint, h *H
 			return fn(h, e)
 		})
 		if errors.Is(err, ErrOutOfRange) {
-			s.OutOfRange++
+			h.OutOfRange++
 			return nil
 		}
 		if err != nil {

@@ -12,11 +12,8 @@ import (
 type Stats struct {
 	// KeyGroups is the number of key groups the operator's handles cover.
 	KeyGroups int
-	// OutOfRange counts entries whose key group lies outside their
-	// handle's range (left over from a rescale; Flink clips them away).
-	OutOfRange int64
-	TTLMillis  int64
-	NowMillis  int64
+	TTLMillis int64
+	NowMillis int64
 
 	order  []string
 	states map[string]*stateAcc

@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"sort"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/sfstate/sfstate/engine"
@@ -46,8 +49,12 @@ type deepSummary struct {
 // runInspectDeep downloads the files of every native (tag 5/11) keyed
 // handle into a temporary directory, reads them with RocksDB and decodes
 // the entries: a summary, or with --dump JSON lines like canonical dumps.
+// An interrupt cancels the walk so that the temporary directory is removed
+// before the command exits.
 func runInspectDeep(c *cli.Context, sp *savepoint.Savepoint, o savepoint.ScanOptions) error {
-	ctx := c.Context
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	c.Context = ctx
 	snap, err := native.Open(ctx, sp, o)
 	if err != nil {
 		return Fail(ExitIO, err)
@@ -87,13 +94,12 @@ func runInspectDeep(c *cli.Context, sp *savepoint.Savepoint, o savepoint.ScanOpt
 	if err != nil {
 		return Fail(ExitIO, err)
 	}
+	for _, h := range snap.Handles {
+		byOp[h.Operator].OutOfRange += h.OutOfRange
+	}
 	for _, op := range sum.Operators {
 		op.States = op.stats.States()
 		op.KeyGroups = op.stats.Total()
-		op.OutOfRange = op.stats.OutOfRange
-	}
-	if snap.OutOfRange > 0 && len(sum.Operators) > 0 {
-		sum.Operators[0].OutOfRange += snap.OutOfRange
 	}
 	if g.JSON {
 		enc := json.NewEncoder(c.App.Writer)

@@ -3,6 +3,7 @@
 package command
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/internal/testutil"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 )
@@ -155,5 +157,48 @@ func TestInspectDeepEngineCheckpoint(t *testing.T) {
 	out, errOut, code = run(t, "inspect", "--deep", "--ttl", "1h", chk)
 	if code != ExitOK || !strings.Contains(out, "key layout   sfstate-engine") || !strings.Contains(out, fmt.Sprintf("%d entries", written)) || !strings.Contains(out, "ttl last access") {
 		t.Fatalf("summary: exit %d: %s\n%s", code, errOut, out)
+	}
+}
+
+func TestInspectDeepS3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 gateway")
+	}
+	srv := testutil.StartVersitygw(t)
+	ctx := context.Background()
+	src := fixtureSavepoint(t, "flink1.20-rocksdb-NATIVE-incremental-for-contrast")
+	st, err := srv.NewStore(ctx, "", s3.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put(ctx, "native/"+e.Name(), bytes.NewReader(b), int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	t.Setenv("AWS_REGION", srv.Region)
+	t.Setenv("SFSTATE_S3_ENDPOINT", srv.Endpoint)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	out, errOut, code := run(t, "inspect", "--deep", "--dump", "s3://"+srv.Bucket+"/native")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	local, _, _ := run(t, "inspect", "--deep", "--dump", src)
+	if got, want := deepLines(t, out), deepLines(t, local); len(got) != 32 || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("S3 read gives %d entries, local %d", len(got), len(want))
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Fatalf("temporary files left: %v", ents)
 	}
 }
