@@ -80,7 +80,10 @@ type Entry struct {
 	KeyPart, NamespaceBytes, UserKeyBytes []byte
 
 	// Decoded parts (ModeDecode); treat them as immutable, since entries
-	// with identical key bytes share one decoded Key. For PRIORITY_QUEUE entries Value is the
+	// with identical key bytes share one decoded Key. They stay valid after
+	// the callback; their rows and strings are carved from the reader's
+	// serde.Arena slabs, so a retained value keeps its slab (up to 16 KiB)
+	// alive. For PRIORITY_QUEUE entries Value is the
 	// *serde.Timer (or element) and Key/Namespace are copied from it.
 	Key, Namespace, UserKey, Value serde.Value
 	// TTLTimestamp is the last-access time of TTL-wrapped VALUE and MAP
@@ -108,6 +111,8 @@ type BlockReader struct {
 	// Key bytes last validated (ModeValidate).
 	lastValidBytes []byte
 	lastValidOK    bool
+	// arena batches the allocations of decoded values.
+	arena *serde.Arena
 
 	// per-call state
 	name     string
@@ -234,7 +239,10 @@ func (r *BlockReader) i32() (int, error) {
 // dec returns the reader's reusable decoder positioned over b.
 func (r *BlockReader) dec(which int, b []byte, base int64) *binfmt.Decbuf {
 	d := &r.decs[which]
-	*d = binfmt.Decbuf{B: b, Base: base}
+	if r.arena == nil {
+		r.arena = serde.NewArena()
+	}
+	*d = binfmt.Decbuf{B: b, Base: base, Scratch: r.arena}
 	return d
 }
 

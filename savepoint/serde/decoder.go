@@ -283,7 +283,7 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 		return s
 	case kStringData:
 		n := d.Count("string byte length", math.MaxInt32, 1)
-		return string(d.Bytes(n))
+		return arenaOf(d).str(d.Bytes(n))
 	case kBytes:
 		n := d.Count("byte array length", math.MaxInt32, 1)
 		b := d.Bytes(n)
@@ -314,7 +314,10 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 		return out
 	case kTTL:
 		ts := d.I64()
-		return &TTLValue{LastAccess: ts, Value: dc.kids[1].Decode(d)}
+		t := arenaOf(d).ttl()
+		t.LastAccess = ts
+		t.Value = dc.kids[1].Decode(d)
+		return t
 	case kTimer:
 		ts := d.I64() ^ tsSignFlip
 		return &Timer{Timestamp: ts, Key: dc.kids[0].Decode(d), Namespace: dc.kids[1].Decode(d)}
@@ -378,7 +381,7 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 		if d.Err() != nil {
 			return nil
 		}
-		r, err := dc.decodeRow(b, at+4, 0)
+		r, err := dc.decodeRow(b, at+4, 0, arenaOf(d))
 		if err != nil {
 			d.Fail(err)
 			return nil
@@ -523,7 +526,7 @@ func readStringValue(d *binfmt.Decbuf) (any, bool) {
 	}
 	if ascii {
 		d.Pos += n
-		return string(b[:n]), true
+		return arenaOf(d).str(b[:n]), true
 	}
 	units := make([]uint16, n)
 	for i := range units {
@@ -558,7 +561,7 @@ func readCharVarint(d *binfmt.Decbuf) (uint32, bool) {
 
 // decodeRow decodes BinaryRowData bytes b whose first byte is at absolute
 // offset base.
-func (dc *decoder) decodeRow(b []byte, base int64, depth int) (*Row, error) {
+func (dc *decoder) decodeRow(b []byte, base int64, depth int, a *Arena) (*Row, error) {
 	if depth > maxSnapshotDepth {
 		return nil, &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: rows nested deeper than %d", binfmt.ErrCorrupt, maxSnapshotDepth)}
 	}
@@ -573,7 +576,7 @@ func (dc *decoder) decodeRow(b []byte, base int64, depth int) (*Row, error) {
 	if b[0] > 3 {
 		return nil, &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: row kind byte 0x%02x", binfmt.ErrCorrupt, b[0])}
 	}
-	r := newRow(RowKind(b[0]), arity)
+	r := a.row(RowKind(b[0]), arity)
 	for i := 0; i < arity; i++ {
 		bit := i + 8
 		if b[bit>>3]&(1<<(bit&7)) != 0 {
@@ -585,7 +588,7 @@ func (dc *decoder) decodeRow(b []byte, base int64, depth int) (*Row, error) {
 			r.Fields[i] = &Raw{Serializer: "slot", Bytes: append([]byte(nil), b[slotAt:slotAt+8]...)}
 			continue
 		}
-		v, err := dc.field(i, b, slotAt, slot, base, depth)
+		v, err := dc.field(i, b, slotAt, slot, base, depth, a)
 		if err != nil {
 			return nil, err
 		}
@@ -646,18 +649,18 @@ func fixedWidth(t *LogicalType) int {
 	return 8
 }
 
-func (dc *decoder) field(i int, b []byte, slotAt int, _ uint64, base int64, depth int) (Value, error) {
+func (dc *decoder) field(i int, b []byte, slotAt int, _ uint64, base int64, depth int, a *Arena) (Value, error) {
 	var kid *decoder
 	if i < len(dc.kids) {
 		kid = dc.kids[i]
 	}
-	return valueAt(dc.types[i], kid, b, slotAt, base, depth)
+	return valueAt(dc.types[i], kid, b, slotAt, base, depth, a)
 }
 
 // valueAt decodes the value of type t stored at b[at:] inside a binary row
 // or array whose bytes are b (variable-length parts are addressed relative
 // to b). The caller guarantees fixedWidth(t) bytes at at.
-func valueAt(t *LogicalType, kid *decoder, b []byte, at int, base int64, depth int) (Value, error) {
+func valueAt(t *LogicalType, kid *decoder, b []byte, at int, base int64, depth int, a *Arena) (Value, error) {
 	if t == nil {
 		return nil, &binfmt.OffsetError{Offset: base + int64(at), Err: fmt.Errorf("%w: field without a type", binfmt.ErrCorrupt)}
 	}
@@ -686,7 +689,7 @@ func valueAt(t *LogicalType, kid *decoder, b []byte, at int, base int64, depth i
 		if err != nil {
 			return nil, err
 		}
-		return string(v), nil
+		return a.str(v), nil
 	case "BINARY", "VARBINARY":
 		v, err := binaryField(b, at, slot, base)
 		if err != nil {
@@ -718,14 +721,14 @@ func valueAt(t *LogicalType, kid *decoder, b []byte, at int, base int64, depth i
 		}
 		nb := base + int64(slot>>32)
 		if kid != nil && kid.k == kRowData {
-			return kid.decodeRow(v, nb, depth+1)
+			return kid.decodeRow(v, nb, depth+1, a)
 		}
 		if len(t.Fields) > 0 {
 			sub := &decoder{k: kRowData, types: make([]*LogicalType, len(t.Fields))}
 			for j, f := range t.Fields {
 				sub.types[j] = f.Type
 			}
-			return sub.decodeRow(v, nb, depth+1)
+			return sub.decodeRow(v, nb, depth+1, a)
 		}
 		return &Raw{Serializer: t.String(), Bytes: append([]byte(nil), v...)}, nil
 	case "ARRAY":
@@ -786,7 +789,7 @@ func decodeArray(et *LogicalType, b []byte, base int64, depth int) (List, error)
 		if b[4+i/8]&(1<<(i%8)) != 0 {
 			continue
 		}
-		v, err := valueAt(et, nil, b, int(hdr+i*w), base, depth)
+		v, err := valueAt(et, nil, b, int(hdr+i*w), base, depth, nil)
 		if err != nil {
 			return nil, err
 		}

@@ -235,6 +235,6 @@ func validateAt(t *LogicalType, kid *decoder, b []byte, at int, base int64, dept
 	}
 	// Everything else (arrays, maps, rows without a nested decoder, raw
 	// types): decode and drop.
-	_, err := valueAt(t, kid, b, at, base, depth)
+	_, err := valueAt(t, kid, b, at, base, depth, nil)
 	return err
 }

@@ -35,6 +35,10 @@ type Decbuf struct {
 	Pos  int
 	Base int64
 	err  error
+	// Scratch is an optional allocator a value decoder may use for the
+	// values it builds (package serde's *Arena); nil means plain heap
+	// allocation.
+	Scratch any
 }
 
 // New returns a decoder over b whose first byte sits at file offset base.
