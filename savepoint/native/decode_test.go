@@ -234,3 +234,48 @@ func TestKeyGroupDist(t *testing.T) {
 		t.Fatalf("%+v", d)
 	}
 }
+
+// BenchmarkDecodeFlink measures decoding one Flink-layout entry (String
+// key and namespace, Long value) through the one-entry block framing.
+func BenchmarkDecodeFlink(b *testing.B) {
+	t := &testing.T{}
+	d, err := testHandle(t, LayoutFlink, 0, 255).NewDecoder(testMaxPar)
+	if err != nil {
+		b.Fatal(err)
+	}
+	k := stateKey(t, 9, "user-000123", "window-7", nil)
+	v := flinkwrite.AppendLong(nil, 42)
+	var n int
+	fn := func(*keyed.Entry) error { n++; return nil }
+	b.SetBytes(int64(len(k) + len(v)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Decode("v", k, v, fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if n == 0 {
+		b.Fatal("nothing decoded")
+	}
+}
+
+// BenchmarkDecodeEngine measures splitting one engine-layout map entry.
+func BenchmarkDecodeEngine(b *testing.B) {
+	t := &testing.T{}
+	h := testHandle(t, LayoutEngine, 0, 255)
+	h.EngineStates = []EngineState{{Name: "m", Kind: "map"}}
+	d, err := h.NewDecoder(testMaxPar)
+	if err != nil {
+		b.Fatal(err)
+	}
+	k := engineKey(9, []byte("user-000123"), []byte("window-7"), []byte("uk-1"))
+	v := append(binary.BigEndian.AppendUint64(nil, 1700000000000), "payload-bytes"...)
+	fn := func(*keyed.Entry) error { return nil }
+	b.SetBytes(int64(len(k) + len(v)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Decode("m", k, v, fn); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
