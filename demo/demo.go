@@ -50,6 +50,8 @@ type Config struct {
 	Out, Progress io.Writer
 	// Exec runs the sfstate commands; required.
 	Exec Exec
+	// MigrateArgs are extra flags for `sfstate migrate` (e.g. --parallel).
+	MigrateArgs []string
 	// Seed of the event generator.
 	Seed uint64
 }

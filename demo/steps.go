@@ -71,7 +71,7 @@ func addStats(t *migrate.GroupStats, s migrate.GroupStats) {
 
 func (r *runner) stepMigrate() error {
 	src, dst := r.url("checkpoint-bucket"), r.url("checkpoint-record")
-	args := []string{"migrate", "--work-dir", r.tmp, src, dst}
+	args := append(append([]string{"migrate", "--work-dir", r.tmp}, r.cfg.MigrateArgs...), src, dst)
 	r.show(args...)
 	var mj migrateJSON
 	if _, err := r.sfstateJSON(&mj, args...); err != nil {
