@@ -21,7 +21,7 @@ export SFSTATE_BIN := $(BIN)
 CGO_PKGS   = $(shell $(GO) list -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./... | awk '/linxGnu\/grocksdb/ {print $$1}')
 NOCGO_PKGS = $(shell $(GO) list -f '{{.ImportPath}}{{range .Deps}} {{.}}{{end}}' ./... | awk '!/linxGnu\/grocksdb/ {print $$1}')
 
-.PHONY: all setup setup-apt setup-tools build build-nocgo test testrace bench fuzz lint fmt demo demo-s3 clean
+.PHONY: all setup setup-apt setup-tools build build-nocgo test testrace bench bench-full bench-rescale bench-go fuzz lint fmt demo demo-s3 clean
 
 all: build
 
@@ -67,8 +67,24 @@ test: setup
 testrace: setup
 	$(GO) test -race -count=1 -timeout 20m ./...
 
+# Benchmarks print tables side by side with their baselines. `make bench`
+# runs every `sfstate bench` suite at its --quick scale; `make bench-full` at
+# full scale (long: tens of minutes); `make bench-go` the go test benchmarks.
+BENCHES := keygroups storage state join checkpoint inspect migrate rescale verify
+
 bench: setup build
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./... | tee out/bench.txt
+	@mkdir -p out
+	@for b in $(BENCHES); do echo "== sfstate bench $$b --quick"; $(BIN)/sfstate bench $$b --quick || exit 1; done 2>&1 | tee out/bench.txt
+
+bench-full: setup build
+	@mkdir -p out
+	@for b in $(BENCHES); do echo "== sfstate bench $$b"; $(BIN)/sfstate bench $$b || exit 1; done 2>&1 | tee out/bench-full.txt
+
+bench-rescale: setup build
+	$(BIN)/sfstate bench rescale
+
+bench-go: setup
+	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
 
 fuzz: setup
 	@for pkg in $(shell $(GO) list ./...); do \
