@@ -6,11 +6,13 @@ package engine
 import "C"
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"time"
 	"unsafe"
 
 	"github.com/linxGnu/grocksdb"
@@ -122,10 +124,31 @@ func ListSSTFiles(dir string) ([]SSTFile, error) {
 // files usually overlap. Levels are therefore reassigned, newest data
 // highest: level-0 files in descending sequence order, grouped while they
 // do not overlap, then the levels 1 and up, each group or level on its own
-// level. When that needs more than the 7 levels, the error satisfies
-// errors.Is(err, ErrImportOverlap) and the caller must restore the
-// checkpoint as a whole (CheckImportable tells in advance).
+// level, the oldest on the last level (see importLevels). When that needs
+// more than the 7 levels, the error satisfies errors.Is(err,
+// ErrImportOverlap) and the caller must restore the checkpoint as a whole
+// (CheckImportable tells in advance).
+//
+// The import is bounded by ImportTimeout; ImportSSTFilesContext also by a
+// context.
 func ImportSSTFiles(dir, fileDir string, files []SSTFile) error {
+	return ImportSSTFilesContext(context.Background(), dir, fileDir, files)
+}
+
+// ImportTimeout bounds one ImportSSTFiles call. An import links files and
+// reads their index blocks; it takes seconds even for many gigabytes.
+var ImportTimeout = 5 * time.Minute
+
+// ErrImportStalled: an import did not finish within its bound (or its
+// context ended first). The native call cannot be interrupted: it is
+// abandoned and finishes (and cleans up) in the background, so dir is left
+// as it is and must not be reused; restore into another directory.
+var ErrImportStalled = errors.New("engine: SST import did not finish in time")
+
+// ImportSSTFilesContext is ImportSSTFiles returning when ctx ends or
+// ImportTimeout passes, whichever is first, with an error satisfying
+// errors.Is(err, ErrImportStalled).
+func ImportSSTFilesContext(ctx context.Context, dir, fileDir string, files []SSTFile) error {
 	if _, err := os.Stat(dir); err == nil {
 		return fmt.Errorf("engine: import into %s: directory exists", dir)
 	}
@@ -147,10 +170,39 @@ func ImportSSTFiles(dir, fileDir string, files []SSTFile) error {
 		}
 		byCF[cf] = fs
 	}
+	if ImportTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, ImportTimeout)
+		defer cancel()
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: import of %d files into %s: %v", ErrImportStalled, len(files), dir, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- importNative(dir, fileDir, order, byCF) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: import of %d files into %s: %v", ErrImportStalled, len(files), dir, ctx.Err())
+	}
+}
+
+// importNative opens a fresh RocksDB in dir and imports each family's
+// files (levels already assigned). The directory only carries the files
+// into the backend that opens it next, so the import DB runs no background
+// work: auto compactions are off (a compaction scheduled by the import
+// would otherwise run, and be waited for at close, for nothing) and the
+// write-stall triggers are out of reach of any file count.
+func importNative(dir, fileDir string, order []string, byCF map[string][]SSTFile) error {
 	opts := grocksdb.NewDefaultOptions()
 	defer opts.Destroy()
 	opts.SetCreateIfMissing(true)
 	opts.SetErrorIfExists(true)
+	opts.SetDisableAutoCompactions(true)
+	opts.SetLevel0SlowdownWritesTrigger(1 << 30)
+	opts.SetLevel0StopWritesTrigger(1 << 30)
+	opts.SetLevel0FileNumCompactionTrigger(1 << 30)
 	db, err := grocksdb.OpenDb(opts, dir)
 	if err != nil {
 		return fmt.Errorf("engine: import into %s: %w", dir, err)
@@ -251,10 +303,16 @@ func importLevels(fs []SSTFile) ([]SSTFile, error) {
 	if len(runs) > importNumLevels {
 		return nil, fmt.Errorf("%w: %d sorted runs, %d levels", ErrImportOverlap, len(runs), importNumLevels)
 	}
+	// The runs take the last levels, the oldest the bottom one: nothing
+	// lands on level 0 unless all 7 levels are needed. Piling every file
+	// of a key-group layout (tens of non-overlapping files) onto level 0
+	// put the restored backend past its write-stall triggers, so its first
+	// writes waited for a compaction of everything just imported.
+	first := importNumLevels - len(runs)
 	out := make([]SSTFile, 0, len(fs))
 	for i, r := range runs {
 		for _, f := range r {
-			f.Level = i
+			f.Level = first + i
 			out = append(out, f)
 		}
 	}

@@ -43,8 +43,10 @@ type RestoreStats struct {
 	FilesDownloaded, FilesSkipped int
 	BytesDownloaded, BytesSkipped int64
 	// Imported counts subtasks rebuilt from a subset of their SST files;
-	// Opened those restored from all their files.
-	Imported, Opened int
+	// Opened those restored from all their files; ImportsAbandoned imports
+	// that did not finish within engine.ImportTimeout (the subtask was then
+	// restored from all its files).
+	Imported, Opened, ImportsAbandoned int
 	// KeysCopied counts entries copied from non-base subtasks (scale-in).
 	KeysCopied int64
 	// Duration is the whole restore; Download, Build (import or open),
@@ -219,15 +221,28 @@ func (r *restorer) materialize(h *Subtask, dir string) (whole bool, err error) {
 			if err := r.download(objs, tmp); err != nil {
 				return false, err
 			}
+			// Import beside dir and rename: an import that does not
+			// finish in time is abandoned with its directory, and the
+			// subtask is restored from all its files into dir instead.
 			t := time.Now()
-			if err := engine.ImportSSTFiles(dir, tmp, files); err != nil {
-				return false, fmt.Errorf("subtask %d: %w", h.Index, err)
+			imp := dir + ".import"
+			err := engine.ImportSSTFilesContext(r.ctx, imp, tmp, files)
+			if err == nil {
+				err = os.Rename(imp, dir)
 			}
 			r.stats.Build += time.Since(t)
-			r.stats.Imported++
-			r.stats.FilesSkipped += len(h.Shared) - len(need)
-			r.stats.BytesSkipped += skipped
-			return false, nil
+			switch {
+			case err == nil:
+				r.stats.Imported++
+				r.stats.FilesSkipped += len(h.Shared) - len(need)
+				r.stats.BytesSkipped += skipped
+				return false, nil
+			case errors.Is(err, engine.ErrImportStalled) && r.ctx.Err() == nil:
+				r.stats.ImportsAbandoned++
+			default:
+				os.RemoveAll(imp)
+				return false, fmt.Errorf("subtask %d: %w", h.Index, err)
+			}
 		}
 	}
 	objs := append([]Object(nil), h.Private...)
