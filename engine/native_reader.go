@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -123,18 +122,10 @@ func ReadNativeDir(dir string, fn func(cf string, key, value []byte) error) (err
 func readFamily(db *grocksdb.DB, ro *grocksdb.ReadOptions, h *grocksdb.ColumnFamilyHandle, name string, fn func(cf string, key, value []byte) error) error {
 	it := db.NewIteratorCF(ro, h)
 	defer it.Close()
-	var prev []byte
 	for it.SeekToFirst(); it.Valid(); it.Next() {
 		k := it.Key()
 		v := it.Value()
-		kb, vb := k.Data(), v.Data()
-		if prev != nil && bytes.Compare(prev, kb) >= 0 {
-			k.Free()
-			v.Free()
-			return fmt.Errorf("engine: column family %q: keys out of order", name)
-		}
-		prev = append(prev[:0], kb...)
-		err := fn(name, kb, vb)
+		err := fn(name, k.Data(), v.Data())
 		k.Free()
 		v.Free()
 		if err != nil {
