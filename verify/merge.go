@@ -80,6 +80,12 @@ func Merge(rs []*Report) (*Report, error) {
 			if t.Error != "" {
 				a.tr.Error = appendLine(a.tr.Error, fmt.Sprintf("shard %s: %s", r.Shard, t.Error))
 			}
+			for id, msg := range t.OperatorErrors {
+				if a.tr.OperatorErrors == nil {
+					a.tr.OperatorErrors = OperatorErrors{}
+				}
+				a.tr.OperatorErrors[id] = msg
+			}
 			if t.Digest != nil {
 				a.digest.Merge(t.Digest)
 				mergeOperators(a.digest, t.Digest)
@@ -104,7 +110,7 @@ func Merge(rs []*Report) (*Report, error) {
 				want = want.Live
 			}
 			tr.Digest = a.digest
-			tr.Differences = Compare(want, a.digest)
+			tr.Differences = Compare(without(want, tr.OperatorErrors), a.digest)
 			for i := range tr.Differences {
 				tr.Differences[i].Samples = a.samples[tr.Differences[i].GroupKey]
 			}

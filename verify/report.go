@@ -106,7 +106,7 @@ func orNone(s string) string {
 }
 
 func (t *TargetResult) status(op, st string) string {
-	if t.Error != "" {
+	if _, failed := t.OperatorErrors[op]; failed || t.Error != "" {
 		return "ERROR"
 	}
 	n := 0
@@ -189,6 +189,9 @@ func (r *Report) JUnit() ([]byte, error) {
 			switch {
 			case t.Error != "":
 				c.Error = &junitMessage{Message: t.Error, Type: "restore"}
+				s.Errors++
+			case t.OperatorErrors[os[0]] != "":
+				c.Error = &junitMessage{Message: t.OperatorErrors[os[0]], Type: "restore"}
 				s.Errors++
 			case len(ls) > 0:
 				c.Failure = &junitMessage{Message: fmt.Sprintf("operator %s state %q differs", os[0], os[1]), Type: "difference", Body: joinLines(ls)}

@@ -136,15 +136,25 @@ func Run(ctx context.Context, src *savepoint.Savepoint, o Options) (*Report, err
 		logf("restoring into %s", t.Name())
 		tr := TargetResult{Name: t.Name(), Backend: t.Backend, Parallelism: t.Parallelism}
 		sp, cleanup, err := o.Restorer.Restore(ctx, src, t, RestoreOptions{TTL: o.TTL, Shard: o.Shard, TempDir: o.TempDir})
-		if err != nil {
+		var oe OperatorErrors
+		if errors.As(err, &oe) {
+			tr.OperatorErrors = oe
+			err = nil
+		}
+		if err != nil || sp == nil {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			tr.Error = err.Error()
+			if err != nil {
+				tr.Error = err.Error()
+			}
 			r.Targets = append(r.Targets, tr)
+			if cleanup != nil {
+				cleanup()
+			}
 			continue
 		}
-		r.Targets = append(r.Targets, compareTarget(ctx, o, tr, src, sp, want, true))
+		r.Targets = append(r.Targets, compareTarget(ctx, o, tr, src, sp, without(want, oe), true))
 		cleanup()
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -161,6 +171,39 @@ func Run(ctx context.Context, src *savepoint.Savepoint, o Options) (*Report, err
 	}
 	r.finish()
 	return r, nil
+}
+
+// OperatorErrors is returned by a Restorer, together with the restored
+// savepoint of the other operators (nil when none restored), when some
+// operators (by id) cannot be restored.
+type OperatorErrors map[string]string
+
+func (e OperatorErrors) Error() string {
+	ids := make([]string, 0, len(e))
+	for id := range e {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	var ls []string
+	for _, id := range ids {
+		ls = append(ls, fmt.Sprintf("operator %s: %s", id, e[id]))
+	}
+	return strings.Join(ls, "; ")
+}
+
+// without returns d without the groups of the given operators.
+func without(d *Digest, ops OperatorErrors) *Digest {
+	if len(ops) == 0 {
+		return d
+	}
+	out := NewDigest()
+	out.Operators = d.Operators
+	for k, g := range d.Groups {
+		if _, skip := ops[k.Operator]; !skip {
+			out.Groups[k] = g
+		}
+	}
+	return out
 }
 
 // compareTarget digests the restored snapshot and compares it with want;
@@ -208,19 +251,22 @@ type CheckResult struct {
 // TargetResult is one restore (or --against snapshot) compared with the
 // source.
 type TargetResult struct {
-	Name        string       `json:"name"`
-	Backend     string       `json:"backend,omitempty"`
-	Parallelism int          `json:"parallelism,omitempty"`
-	Error       string       `json:"error,omitempty"`
-	Digest      *Digest      `json:"digest,omitempty"`
-	Differences []Difference `json:"differences"`
+	Name        string `json:"name"`
+	Backend     string `json:"backend,omitempty"`
+	Parallelism int    `json:"parallelism,omitempty"`
+	Error       string `json:"error,omitempty"`
+	// OperatorErrors names the operators that could not be restored (the
+	// others were compared).
+	OperatorErrors OperatorErrors `json:"operatorErrors,omitempty"`
+	Digest         *Digest        `json:"digest,omitempty"`
+	Differences    []Difference   `json:"differences"`
 	// MoreDifferences counts differing groups not listed.
 	MoreDifferences int `json:"moreDifferences,omitempty"`
 }
 
 // OK reports whether the target equals the source.
 func (t *TargetResult) OK() bool {
-	return t.Error == "" && len(t.Differences) == 0 && t.MoreDifferences == 0
+	return t.Error == "" && len(t.OperatorErrors) == 0 && len(t.Differences) == 0 && t.MoreDifferences == 0
 }
 
 // Report is the outcome of Run or Merge.
@@ -265,6 +311,9 @@ func (r *Report) Failures() []string {
 	for _, t := range r.Targets {
 		if t.Error != "" {
 			out = append(out, fmt.Sprintf("%s: %s", t.Name, t.Error))
+		}
+		for _, id := range sortedKeys(t.OperatorErrors) {
+			out = append(out, fmt.Sprintf("%s: operator %s not restored: %s", t.Name, id, t.OperatorErrors[id]))
 		}
 		for _, d := range t.Differences {
 			out = append(out, fmt.Sprintf("%s: %s", t.Name, d))
@@ -339,3 +388,12 @@ func shortID(id string) string {
 }
 
 func joinLines(ls []string) string { return strings.Join(ls, "\n") }
+
+func sortedKeys(m map[string]string) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}

@@ -515,3 +515,35 @@ func TestShardedTruncationMerges(t *testing.T) {
 		t.Fatalf("problem %v does not name %s", m.Check.Problems[0], filepath.Base(victim))
 	}
 }
+
+// TestOperatorErrorsReported: an operator a target cannot restore fails
+// that target, and only that operator's JUnit cases are errors.
+func TestOperatorErrorsReported(t *testing.T) {
+	sp := openDir(t, fixture(t, "flink1.20-rocksdb-canonical-valuestate-timers").Dir)
+	r, err := Run(context.Background(), sp, Options{SkipCheck: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := r.Digest.Operators[0].ID
+	r.Targets = []TargetResult{{Name: "heap@p2", Backend: "heap", Parallelism: 2, OperatorErrors: OperatorErrors{bad: "unsupported state"}}}
+	r.finish()
+	if r.OK || len(r.Failures()) != 1 || !strings.Contains(r.Failures()[0], bad) {
+		t.Fatalf("ok %v, failures %v", r.OK, r.Failures())
+	}
+	b, err := r.JUnit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s junitSuites
+	if err := xml.Unmarshal(b, &s); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range s.Suites[1].Cases {
+		if (c.Error != nil) != strings.HasPrefix(c.Name, shortID(bad)+"/") {
+			t.Fatalf("case %s: error %v", c.Name, c.Error)
+		}
+	}
+	if s.Errors == 0 {
+		t.Fatal("no JUnit error")
+	}
+}

@@ -26,8 +26,9 @@ import (
 type Restorer struct {
 	// WriteBufferSize of the RocksDB instances (default 16 MiB).
 	WriteBufferSize int64
-	// Mutate, when set, is called with the restored backends before the
-	// export (tests use it to prove that verification fails).
+	// Mutate, when set, is called with the restored backends of each
+	// operator before the export (tests use it to prove that verification
+	// fails).
 	Mutate func(res *canonical.ImportResult) error
 }
 
@@ -68,45 +69,83 @@ func (r *Restorer) Restore(ctx context.Context, sp *savepoint.Savepoint, t verif
 	if !o.Shard.All() {
 		src = ShardView(sp, o.Shard)
 	}
-	res, err := canonical.Import(ctx, src, factory, io)
-	if err != nil {
-		cleanup()
-		return nil, nil, err
+	// Operators are imported one by one, so state the import cannot map
+	// fails only its own operator (OperatorErrors) and the others are still
+	// verified.
+	var ops []canonical.Operator
+	failed := verify.OperatorErrors{}
+	var results []*canonical.ImportResult
+	closeAll := func() {
+		for _, res := range results {
+			res.Close()
+		}
+		results = nil
 	}
-	defer res.Close()
-	if r.Mutate != nil {
-		if err := r.Mutate(res); err != nil {
-			cleanup()
+	defer closeAll()
+	abort := func() {
+		closeAll()
+		cleanup()
+	}
+	for _, op := range src.Meta.Operators {
+		res, err := canonical.Import(ctx, operatorView(src, op), factory, io)
+		if err != nil {
+			if errors.Is(err, canonical.ErrUnsupported) && ctx.Err() == nil {
+				failed[op.ID.String()] = err.Error()
+				continue
+			}
+			abort()
 			return nil, nil, err
 		}
-	}
-	var ops []canonical.Operator
-	for _, iop := range res.Operators {
-		op := canonical.Operator{ID: iop.ID, Parallelism: iop.Parallelism, MaxParallelism: iop.MaxParallelism}
-		for _, st := range iop.Subtasks {
-			op.Subtasks = append(op.Subtasks, canonical.Subtask{Index: st.Index, Operator: engine.NewOperator(st.Backend, clock), Schema: st.Schema})
+		results = append(results, res)
+		if r.Mutate != nil && len(res.Operators) > 0 {
+			if err := r.Mutate(res); err != nil {
+				abort()
+				return nil, nil, err
+			}
 		}
-		ops = append(ops, op)
+		for _, iop := range res.Operators {
+			op := canonical.Operator{ID: iop.ID, Parallelism: iop.Parallelism, MaxParallelism: iop.MaxParallelism}
+			for _, st := range iop.Subtasks {
+				op.Subtasks = append(op.Subtasks, canonical.Subtask{Index: st.Index, Operator: engine.NewOperator(st.Backend, clock), Schema: st.Schema})
+			}
+			ops = append(ops, op)
+		}
+	}
+	var partial error
+	if len(failed) > 0 {
+		partial = failed
+	}
+	if len(ops) == 0 {
+		abort()
+		if partial != nil {
+			return nil, nil, partial
+		}
+		return nil, nil, errors.New("restore: the savepoint has no keyed state")
 	}
 	store, err := s3.NewLocal(filepath.Join(dir, "export"))
 	if err != nil {
-		cleanup()
+		abort()
 		return nil, nil, err
 	}
-	if len(ops) == 0 {
-		cleanup()
-		return nil, nil, errors.New("restore: the savepoint has no keyed state the engine restores")
-	}
 	if _, _, err := canonical.Export(ctx, ops, store, canonical.ExportOptions{Dir: "sp", TempDir: dir}); err != nil {
-		cleanup()
+		abort()
 		return nil, nil, fmt.Errorf("restore: re-export: %w", err)
 	}
 	out, err := savepoint.Open(ctx, store, "sp/"+savepoint.MetadataName)
 	if err != nil {
-		cleanup()
+		abort()
 		return nil, nil, err
 	}
-	return out, cleanup, nil
+	return out, cleanup, partial
+}
+
+// operatorView returns a view of sp holding only operator op.
+func operatorView(sp *savepoint.Savepoint, op *savepoint.OperatorState) *savepoint.Savepoint {
+	v := *sp
+	md := *sp.Meta
+	md.Operators = []*savepoint.OperatorState{op}
+	v.Meta = &md
+	return &v
 }
 
 // ShardView returns a view of sp whose keyed handles cover only the shard's
