@@ -17,6 +17,7 @@ type Arena struct {
 	rows8 []rowWith8
 	ttls  []TTLValue
 	bytes []byte
+	box   slabs
 }
 
 // NewArena returns an empty arena.
@@ -88,4 +89,88 @@ func (a *Arena) str(b []byte) string {
 	off := len(a.bytes)
 	a.bytes = append(a.bytes, b...)
 	return unsafe.String(&a.bytes[off], len(b))
+}
+
+// Boxed scalars. Converting an int64, float64, string or Timestamp to a
+// Value allocates its data word on the heap one value at a time; the arena
+// instead stores the scalar in a typed slab and builds the interface value
+// around a pointer to that slot (the same representation the conversion
+// produces). Slots are written once, before the interface value exists, and
+// never modified, so the values are as immutable as ordinary ones; a slot
+// keeps its slab alive like any interior pointer does.
+type slabs struct {
+	i64  []int64
+	i32  []int32
+	f64  []float64
+	strs []string
+	ts   []Timestamp
+}
+
+// eface is the runtime representation of an empty interface.
+type eface struct {
+	typ  unsafe.Pointer
+	data unsafe.Pointer
+}
+
+// Interface values whose type words boxAt copies.
+var (
+	tmplInt64     Value = int64(0)
+	tmplInt32     Value = int32(0)
+	tmplFloat64   Value = float64(0)
+	tmplString    Value = ""
+	tmplTimestamp Value = Timestamp{}
+)
+
+// boxAt returns an interface value with tmpl's dynamic type whose data
+// pointer is p, which must point to a value of that type. The type must not
+// be pointer-shaped (those are stored in the data word itself).
+func boxAt(tmpl Value, p unsafe.Pointer) Value {
+	v := tmpl
+	(*eface)(unsafe.Pointer(&v)).data = p
+	return v
+}
+
+func take[T any](s *[]T, v T) *T {
+	if len(*s) == 0 {
+		*s = make([]T, arenaSlab*4)
+	}
+	p := &(*s)[0]
+	*p = v
+	*s = (*s)[1:]
+	return p
+}
+
+func (a *Arena) int64(v int64) Value {
+	if a == nil || uint64(v) < 256 { // the runtime boxes small values without allocating
+		return v
+	}
+	return boxAt(tmplInt64, unsafe.Pointer(take(&a.box.i64, v)))
+}
+
+func (a *Arena) int32(v int32) Value {
+	if a == nil || uint32(v) < 256 {
+		return v
+	}
+	return boxAt(tmplInt32, unsafe.Pointer(take(&a.box.i32, v)))
+}
+
+func (a *Arena) float64(v float64) Value {
+	if a == nil {
+		return v
+	}
+	return boxAt(tmplFloat64, unsafe.Pointer(take(&a.box.f64, v)))
+}
+
+func (a *Arena) string(b []byte) Value {
+	if a == nil {
+		return string(b)
+	}
+	return boxAt(tmplString, unsafe.Pointer(take(&a.box.strs, a.str(b))))
+}
+
+func (a *Arena) timestamp(t Timestamp) Value {
+	if a == nil {
+		return t
+	}
+	return boxAt(tmplTimestamp, unsafe.Pointer(take(&a.box.ts, t)))
 }

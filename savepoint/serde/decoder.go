@@ -260,9 +260,9 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 	}
 	switch dc.k {
 	case kInt:
-		return d.I32()
+		return arenaOf(d).int32(d.I32())
 	case kLong:
-		return d.I64()
+		return arenaOf(d).int64(d.I64())
 	case kBool:
 		return d.Bool()
 	case kShort:
@@ -677,19 +677,19 @@ func valueAt(t *LogicalType, kid *decoder, b []byte, at int, base int64, depth i
 	case "SMALLINT":
 		return int16(binary.LittleEndian.Uint16(s)), nil
 	case "INTEGER", "DATE", "TIME_WITHOUT_TIME_ZONE", "INTERVAL_YEAR_MONTH":
-		return int32(binary.LittleEndian.Uint32(s)), nil
+		return a.int32(int32(binary.LittleEndian.Uint32(s))), nil
 	case "FLOAT":
 		return math.Float32frombits(binary.LittleEndian.Uint32(s)), nil
 	case "BIGINT", "INTERVAL_DAY_TIME":
-		return int64(slot), nil
+		return a.int64(int64(slot)), nil
 	case "DOUBLE":
-		return math.Float64frombits(slot), nil
+		return a.float64(math.Float64frombits(slot)), nil
 	case "CHAR", "VARCHAR":
 		v, err := binaryField(b, at, slot, base)
 		if err != nil {
 			return nil, err
 		}
-		return a.str(v), nil
+		return a.string(v), nil
 	case "BINARY", "VARBINARY":
 		v, err := binaryField(b, at, slot, base)
 		if err != nil {
@@ -707,7 +707,7 @@ func valueAt(t *LogicalType, kid *decoder, b []byte, at int, base int64, depth i
 		return Decimal{Unscaled: signedBig(v), Scale: t.Scale}, nil
 	case "TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE":
 		if t.Precision <= 3 {
-			return Timestamp{Millis: int64(slot), Precision: t.Precision}, nil
+			return a.timestamp(Timestamp{Millis: int64(slot), Precision: t.Precision}), nil
 		}
 		off := slot >> 32
 		if off > uint64(len(b)) || uint64(len(b))-off < 8 {
