@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/internal/testutil"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/verify/restore"
 )
@@ -81,5 +82,34 @@ func TestVerifyNativeCheckpoint(t *testing.T) {
 	out, _, code = run(t, "verify", "--against", filepath.Join(root, "chk-5"), filepath.Join(root, "chk-3"))
 	if code != ExitCheckFailed || !strings.Contains(out, "distinct") {
 		t.Fatalf("against a checkpoint with a deleted entry: exit %d:\n%s", code, out)
+	}
+}
+
+// TestVerifyShardsOnS3: the CI flow of docs/verify — shards of a savepoint
+// on S3 verified by separate runs into digest files, then merged.
+func TestVerifyShardsOnS3(t *testing.T) {
+	srv := testutil.StartVersitygw(t)
+	if _, err := restore.Generate(context.Background(), srv.Store, "sp", restore.GenOptions{Keys: 600, Parallelism: 2, MaxParallelism: 32, Now: 1_750_000_000_000, TempDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	t.Setenv("AWS_REGION", srv.Region)
+	t.Setenv("SFSTATE_S3_ENDPOINT", srv.Endpoint)
+	url := "s3://" + srv.Bucket + "/sp"
+	dir := t.TempDir()
+	var files []string
+	for i := 0; i < 2; i++ {
+		f := filepath.Join(dir, fmt.Sprintf("shard-%d.json", i))
+		out, errOut, code := run(t, "-q", "verify", "--shard", fmt.Sprintf("%d/2", i), "--parallelism", "3", "--temp-dir", t.TempDir(), "--digest-out", f, url)
+		if code != ExitOK {
+			t.Fatalf("shard %d: exit %d: %s%s", i, code, out, errOut)
+		}
+		files = append(files, f)
+	}
+	junit := filepath.Join(dir, "verify.xml")
+	out, errOut, code := run(t, append([]string{"verify", "--merge", "--junit", junit}, files...)...)
+	if code != ExitOK || !strings.Contains(out, "OK") || !strings.Contains(out, "ROCKSDB@P3") || !strings.Contains(out, "left-records") {
+		t.Fatalf("merge: exit %d:\n%s%s", code, out, errOut)
 	}
 }
