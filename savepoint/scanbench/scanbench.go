@@ -168,8 +168,11 @@ func Generate(dir string, n int64) (*Generated, error) {
 
 // Phase is one measured pass over the savepoint.
 type Phase struct {
-	Name          string  `json:"name"`
-	Seconds       float64 `json:"seconds"`
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+	// CPUSeconds is the process's user+system CPU time of the phase (less
+	// sensitive than Seconds to other load on the machine).
+	CPUSeconds    float64 `json:"cpuSeconds"`
 	Entries       int64   `json:"entries"`
 	EntriesPerSec float64 `json:"entriesPerSecond"`
 	MBPerSec      float64 `json:"mbPerSecond"`
@@ -231,9 +234,11 @@ func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
 			resetPeakRSS()
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
+			c0 := cpuSeconds()
 			t0 := time.Now()
 			n, err := ph.fn()
 			sec := time.Since(t0).Seconds()
+			cpu := cpuSeconds() - c0
 			runtime.ReadMemStats(&ms1)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", ph.name, err)
@@ -244,7 +249,7 @@ func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
 				return nil, fmt.Errorf("scanbench: %s saw %d entries, want %d", ph.name, n, g.Entries)
 			}
 			if sec < best.Seconds {
-				best.Seconds, best.Entries = sec, n
+				best.Seconds, best.Entries, best.CPUSeconds = sec, n, cpu
 				best.Allocs = ms1.Mallocs - ms0.Mallocs
 			}
 			best.PeakRSS = max(best.PeakRSS, PeakRSS())
@@ -287,6 +292,15 @@ func RawRead(path string) error {
 			return err
 		}
 	}
+}
+
+// cpuSeconds returns the process's user+system CPU time.
+func cpuSeconds() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // resetPeakRSS resets the kernel's peak-RSS mark (VmHWM) of this process

@@ -71,9 +71,9 @@ func runBenchInspect(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, "savepoint: %d entries, %s keyed-state file\n", gen.Entries, inspectBytes(gen.DataBytes))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tseconds\tentries/s\tMB/s\tratio to raw\tpeak RSS\tallocs/entry\t")
+	fmt.Fprintln(tw, "phase\tseconds\tcpu s\tentries/s\tMB/s\tratio to raw\tpeak RSS\tallocs/entry\t")
 	for _, p := range phases {
-		fmt.Fprintf(tw, "%s\t%.2f\t%.0f\t%.1f\t%.3f\t%s\t%.2f\t\n", p.Name, p.Seconds, p.EntriesPerSec, p.MBPerSec, p.RatioToRaw,
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.0f\t%.1f\t%.3f\t%s\t%.2f\t\n", p.Name, p.Seconds, p.CPUSeconds, p.EntriesPerSec, p.MBPerSec, p.RatioToRaw,
 			inspectBytes(p.PeakRSS), float64(p.Allocs)/float64(max(p.Entries, 1)))
 	}
 	return tw.Flush()
