@@ -202,3 +202,38 @@ func TestInspectDeepS3(t *testing.T) {
 		t.Fatalf("temporary files left: %v", ents)
 	}
 }
+
+func TestInspectDeepCorruptSSTExit3(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	dir := inspectCopyDir(t, fixtureSavepoint(t, "flink1.20-rocksdb-NATIVE-incremental-for-contrast"))
+	// The fixture's SST files (000010.sst of each subtask) are the objects
+	// of 900-1100 bytes; flip bytes in the first data block of one.
+	ents, _ := os.ReadDir(dir)
+	var victim string
+	for _, e := range ents {
+		p := filepath.Join(dir, e.Name())
+		b, err := os.ReadFile(p)
+		if err != nil || len(b) < 900 || len(b) > 1100 {
+			continue
+		}
+		for i := 8; i < 24; i++ {
+			b[i] ^= 0xFF
+		}
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		victim = e.Name()
+		break
+	}
+	if victim == "" {
+		t.Skip("no SST-sized file in the fixture")
+	}
+	_, errOut, code := run(t, "inspect", "--deep", dir)
+	if code != ExitIO || !strings.Contains(errOut, victim) {
+		t.Fatalf("exit %d, want %d naming %s: %s", code, ExitIO, victim, errOut)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
+		t.Fatalf("temporary files left: %v", ents)
+	}
+}
