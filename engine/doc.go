@@ -27,8 +27,11 @@
 // A state with a TTL refreshes the timestamp on create and write (Flink's
 // OnCreateAndWrite); reads never return a value whose timestamp plus TTL is
 // at or before the clock. A native compaction filter reads only the 8-byte
-// prefix and drops expired entries. Clock is shared with that filter and can
-// be driven by hand in tests. A list's TTL applies to the whole list.
+// prefix and drops expired entries; it runs on RocksOptions.Clock and is
+// off when that is nil, so a backend opened by a tool with another notion of
+// "now" never loses entries its operator still considers live. Pass the
+// Operator's clock (SystemClock in production, a manual Clock in tests and
+// tools). A list's TTL applies to the whole list.
 //
 // # Write path
 //

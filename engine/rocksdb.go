@@ -28,7 +28,13 @@ type RocksOptions struct {
 	BloomBitsPerKey int
 	// BlockSize defaults to 4 KiB.
 	BlockSize int
-	// Clock is the TTL clock (read by the compaction filter); nil = wall.
+	// Clock drives the native TTL compaction filter, which physically drops
+	// entries whose timestamp plus TTL is at or before Clock's now. nil means
+	// no TTL compaction filter: expired entries then stay on disk until
+	// overwritten, but are still never returned (reads use the Operator's
+	// clock). Pass SystemClock() in production, and the Operator's own clock
+	// everywhere else: a filter on the wall clock under a manual clock set in
+	// the past would drop entries the operator still considers live.
 	Clock *Clock
 	// ErrorIfExists refuses to open an existing directory.
 	ErrorIfExists bool
@@ -46,9 +52,6 @@ func (o *RocksOptions) defaults() {
 	}
 	if o.BlockSize == 0 {
 		o.BlockSize = 4 << 10
-	}
-	if o.Clock == nil {
-		o.Clock = SystemClock()
 	}
 }
 
@@ -100,7 +103,7 @@ func columnFamilyOptions(o RocksOptions, ttlMillis int64, slot *C.sfs_slot_memor
 	} else if private != nil {
 		opts.SetBlockBasedTableFactory(private)
 	}
-	if ttlMillis > 0 {
+	if ttlMillis > 0 && o.Clock != nil {
 		f := newNativeTTLFilter(ttlMillis, o.Clock)
 		if f == nil {
 			opts.Destroy()

@@ -361,7 +361,11 @@ func openPerRecord(dir string, states []StateDesc, ro RocksOptions) (*perRecord,
 	if err != nil {
 		return nil, err
 	}
-	p := &perRecord{states: states, clock: ro.Clock, slot: ro.Slot}
+	clock := ro.Clock
+	if clock == nil {
+		clock = SystemClock()
+	}
+	p := &perRecord{states: states, clock: clock, slot: ro.Slot}
 	names := []string{"default"}
 	var cfo []*grocksdb.Options
 	base, err := columnFamilyOptions(ro, 0, nat, nil)
@@ -492,7 +496,7 @@ func percentile(ds []time.Duration, q float64) float64 {
 }
 
 func (c StateBenchConfig) rocksOptions(slot *SlotMemory) RocksOptions {
-	return RocksOptions{Slot: slot}
+	return RocksOptions{Slot: slot, Clock: SystemClock()}
 }
 
 // runWorkload runs both paths over the same events, interleaved bundle by
