@@ -92,8 +92,6 @@ type Result struct {
 	CheckpointURL, SavepointURL string
 	// Report is the HTML report's local path (step 3).
 	Report string
-	// Inspect holds the JSON summaries of step 3 by URL.
-	Inspect map[string]map[string]any
 	// Migrate (step 4).
 	MigratedURL string
 	Migrate     *MigrateFigures
@@ -155,7 +153,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return nil, err
 	}
 	cfg.Dir = dir
-	r := &runner{cfg: cfg, ctx: ctx, out: cfg.Out, res: &Result{Inspect: map[string]map[string]any{}}}
+	r := &runner{cfg: cfg, ctx: ctx, out: cfg.Out, res: &Result{}}
 	defer r.cleanup()
 	if err := r.setup(); err != nil {
 		return r.res, &StepError{0, "setup", err}

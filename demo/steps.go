@@ -214,8 +214,8 @@ func (r *runner) stepRescale() error {
 type Verdict struct {
 	Target   string
 	OK       bool
-	Report   *verify.Report
-	Failures []string
+	Report   *verify.Report `json:"-"`
+	Failures []string       `json:",omitempty"`
 }
 
 // verifyRun runs `sfstate --json verify ARGS... TARGET`, prints its table

@@ -3,6 +3,7 @@
 package command
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -52,7 +53,18 @@ func runDemo(c *cli.Context) error {
 		Out: c.App.Writer, Progress: prog, Seed: 42,
 		Exec: func(args []string, out, errOut io.Writer) int { return Main(args, out, errOut) },
 	}
-	_, err := demo.Run(ctx, cfg)
+	if g.JSON {
+		// The step report goes to stderr, the figures as JSON to stdout.
+		cfg.Out = c.App.ErrWriter
+	}
+	res, err := demo.Run(ctx, cfg)
+	if g.JSON && res != nil {
+		enc := json.NewEncoder(c.App.Writer)
+		enc.SetIndent("", "  ")
+		if jerr := enc.Encode(res); jerr != nil && err == nil {
+			return Fail(ExitIO, jerr)
+		}
+	}
 	if err != nil {
 		var se *demo.StepError
 		if errors.As(err, &se) {
