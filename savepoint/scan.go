@@ -432,7 +432,8 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 	}
 	mode := keyed.ModeRaw
 	if needTTL {
-		mode = keyed.ModeDecode
+		// Validation yields the TTL timestamps without building values.
+		mode = keyed.ModeValidate
 	}
 	o.Mode = mode
 	err := sp.walkKeyed(ctx, o, nil, func(e *KeyedEntry) error {

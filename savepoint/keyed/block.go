@@ -548,6 +548,7 @@ func (r *BlockReader) validateValue(st *StateMeta, e *Entry, valPos int64) error
 		if err := r.validateExact(st.uvDec, val[1:], valPos+1); err != nil {
 			return r.errFromDec(fmt.Sprintf("map state %q value", st.Name), err)
 		}
+		r.validatedTTL(e, st.uvDec, val[1:])
 		return nil
 	default:
 		if st.valDec == nil || !st.valDec.Supported() {
@@ -556,7 +557,17 @@ func (r *BlockReader) validateValue(st *StateMeta, e *Entry, valPos int64) error
 		if err := r.validateExact(st.valDec, val, valPos); err != nil {
 			return r.errFromDec(fmt.Sprintf("state %q value", st.Name), err)
 		}
+		r.validatedTTL(e, st.valDec, val)
 		return nil
+	}
+}
+
+// validatedTTL sets e.TTLTimestamp from a validated TTL value (its first 8
+// bytes), as unwrapTTL does for decoded ones.
+func (r *BlockReader) validatedTTL(e *Entry, dec serde.Decoder, b []byte) {
+	if len(b) >= 8 && serde.IsTTL(dec) {
+		e.ttl = int64(binary.BigEndian.Uint64(b))
+		e.TTLTimestamp = &e.ttl
 	}
 }
 

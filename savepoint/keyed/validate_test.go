@@ -12,14 +12,30 @@ import (
 // readBlockModes reads one block in ModeDecode and ModeValidate and returns
 // the entry counts and errors of both.
 func readBlockModes(stream []byte, h *Header, kg int, off int64, maxPar int) (nd, nv int, ed, ev error) {
-	ed = ReadKeyGroupWith(bytes.NewReader(stream), int64(len(stream)), "f", h, kg, off, ReadOptions{MaxParallelism: maxPar, Mode: ModeDecode}, func(*Entry) error { nd++; return nil })
+	var ttls []int64
+	ed = ReadKeyGroupWith(bytes.NewReader(stream), int64(len(stream)), "f", h, kg, off, ReadOptions{MaxParallelism: maxPar, Mode: ModeDecode}, func(e *Entry) error {
+		nd++
+		if e.TTLTimestamp != nil {
+			ttls = append(ttls, *e.TTLTimestamp)
+		}
+		return nil
+	})
 	ev = ReadKeyGroupWith(bytes.NewReader(stream), int64(len(stream)), "f", h, kg, off, ReadOptions{MaxParallelism: maxPar, Mode: ModeValidate}, func(e *Entry) error {
 		if e.Key != nil || e.Value != nil || e.Namespace != nil || e.UserKey != nil {
 			return fmt.Errorf("ModeValidate built a value")
 		}
+		if e.TTLTimestamp != nil {
+			if len(ttls) == 0 || ttls[0] != *e.TTLTimestamp {
+				return fmt.Errorf("TTL timestamp %d, decode saw %v", *e.TTLTimestamp, ttls[:min(1, len(ttls))])
+			}
+			ttls = ttls[1:]
+		}
 		nv++
 		return nil
 	})
+	if ed == nil && ev == nil && len(ttls) != 0 {
+		ev = fmt.Errorf("validate missed %d TTL timestamps", len(ttls))
+	}
 	return
 }
 

@@ -23,6 +23,13 @@ func Validate(dec Decoder, d *binfmt.Decbuf) {
 	dc.validate(d)
 }
 
+// IsTTL reports whether dec decodes TTL-wrapped values (an i64 last-access
+// timestamp, then the value).
+func IsTTL(dec Decoder) bool {
+	dc, ok := dec.(*decoder)
+	return ok && dc.k == kTTL
+}
+
 // ValidateAll is DecodeAll without the value: b must hold exactly one
 // value of dec.
 func ValidateAll(dec Decoder, b []byte, base int64) error {
