@@ -432,3 +432,23 @@ func (b *rocksBackend) openPartitioned() error {
 	b.wo.DisableWAL(true)
 	return nil
 }
+
+// CompactNativeRange compacts every state of a RocksDB backend over the
+// user keys [lo, hi) and waits. After DeleteRange over the same keys it
+// drops the deleted entries and, at the bottom level, the range tombstone
+// itself, so no SST file of the backend spans the deleted keys any more.
+func CompactNativeRange(b Backend, lo, hi []byte) error {
+	rb, ok := b.(*rocksBackend)
+	if !ok {
+		return ErrNotNative
+	}
+	rb.mu.RLock()
+	defer rb.mu.RUnlock()
+	if rb.closed {
+		return ErrClosed
+	}
+	for _, cf := range rb.cfs {
+		rb.db.CompactRangeCF(cf, grocksdb.Range{Start: lo, Limit: hi})
+	}
+	return nil
+}

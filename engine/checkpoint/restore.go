@@ -124,8 +124,23 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRa
 			os.RemoveAll(dir)
 		}
 	}()
-	if len(handles) == 0 {
+	merged := false
+	if len(handles) > 0 {
+		merged, err = r.importMerged(handles, dir)
+	}
+	if err != nil {
+		// reported below
+	} else if len(handles) == 0 {
 		b, err = open(dir, layout, states, opts.Rocks)
+	} else if merged {
+		t := time.Now()
+		b, err = open(dir, layout, states, opts.Rocks)
+		stats.Build += time.Since(t)
+		if err == nil {
+			t := time.Now()
+			err = clipAndCompact(b, layout)
+			stats.Clip = time.Since(t)
+		}
 	} else {
 		var whole bool
 		if whole, err = r.materialize(handles[0], dir); err == nil {
@@ -138,7 +153,12 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRa
 		}
 		if err == nil {
 			t := time.Now()
-			err = clip(b, layout)
+			if whole {
+				// The files stay as checkpointed (Reusable).
+				err = clip(b, layout)
+			} else {
+				err = clipAndCompact(b, layout)
+			}
 			stats.Clip = time.Since(t)
 		}
 		for i, h := range handles[1:] {
@@ -191,6 +211,98 @@ type restorer struct {
 	stats  *RestoreStats
 	states []engine.StateDesc
 	maxPar int
+	// noImport: an import was abandoned; restore from whole files only.
+	noImport bool
+}
+
+// importMerged builds the restore directory dir in one import from the SST
+// files of every overlapping old subtask that may hold key groups of the
+// range, when that is possible: the files of different subtasks must not
+// overlap (they hold disjoint key groups, but a file whose range tombstones
+// reach into another subtask's key groups would shadow that subtask's data
+// by an unrelated sequence number) and must fit RocksDB's levels. Then no
+// key is copied on scale-in. It reports false, having done nothing, when
+// the restore must take the per-subtask path (or the import was abandoned).
+func (r *restorer) importMerged(handles []*Subtask, dir string) (bool, error) {
+	if r.opts.WholeHandles || r.noImport {
+		return false, nil
+	}
+	type sel struct {
+		h     *Subtask
+		files []SSTEntry
+	}
+	var sels []sel
+	var files []engine.SSTFile
+	var objs []Object
+	var skippedFiles int
+	var skipped int64
+	total, needed := 0, 0
+	for _, h := range handles {
+		s := sel{h: h}
+		for _, f := range h.Shared {
+			total++
+			if !f.Overlaps(r.rng.Start, r.rng.End) {
+				skippedFiles++
+				skipped += f.Size
+				continue
+			}
+			needed++
+			s.files = append(s.files, f)
+			e := f.sst()
+			e.Name = fmt.Sprintf("s%d-%s", h.Index, f.Name)
+			files = append(files, e)
+			o := f.Object
+			o.Name = e.Name
+			objs = append(objs, o)
+		}
+		sels = append(sels, s)
+	}
+	if len(handles) == 1 && needed == total {
+		return false, nil // restore the subtask whole: its files stay reusable
+	}
+	if needed == 0 {
+		return false, nil
+	}
+	for i := range sels {
+		for j := i + 1; j < len(sels); j++ {
+			for _, a := range sels[i].files {
+				for _, b := range sels[j].files {
+					if string(a.Smallest) <= string(b.Largest) && string(b.Smallest) <= string(a.Largest) {
+						return false, nil
+					}
+				}
+			}
+		}
+	}
+	if engine.CheckImportable(files) != nil {
+		return false, nil
+	}
+	tmp := dir + ".sst"
+	defer os.RemoveAll(tmp)
+	if err := r.download(objs, tmp); err != nil {
+		return false, err
+	}
+	t := time.Now()
+	imp := dir + ".import"
+	err := engine.ImportSSTFilesContext(r.ctx, imp, tmp, files)
+	if err == nil {
+		err = os.Rename(imp, dir)
+	}
+	r.stats.Build += time.Since(t)
+	switch {
+	case err == nil:
+		r.stats.Imported += len(handles)
+		r.stats.FilesSkipped += skippedFiles
+		r.stats.BytesSkipped += skipped
+		return true, nil
+	case errors.Is(err, engine.ErrImportStalled) && r.ctx.Err() == nil:
+		r.stats.ImportsAbandoned++
+		r.noImport = true
+		return false, nil
+	default:
+		os.RemoveAll(imp)
+		return false, err
+	}
 }
 
 // materialize builds old subtask h's RocksDB directory in dir: from the SST
@@ -206,7 +318,7 @@ func (r *restorer) materialize(h *Subtask, dir string) (whole bool, err error) {
 			skipped += f.Size
 		}
 	}
-	if !r.opts.WholeHandles && len(need) < len(h.Shared) {
+	if !r.opts.WholeHandles && !r.noImport && len(need) < len(h.Shared) {
 		files := make([]engine.SSTFile, len(need))
 		for i, f := range need {
 			files[i] = f.sst()
@@ -239,6 +351,7 @@ func (r *restorer) materialize(h *Subtask, dir string) (whole bool, err error) {
 				return false, nil
 			case errors.Is(err, engine.ErrImportStalled) && r.ctx.Err() == nil:
 				r.stats.ImportsAbandoned++
+				r.noImport = true
 			default:
 				os.RemoveAll(imp)
 				return false, fmt.Errorf("subtask %d: %w", h.Index, err)
@@ -388,6 +501,34 @@ func clip(b engine.Backend, l engine.Layout) error {
 			if err := b.DeleteRange(st, lo, hi); err != nil {
 				return err
 			}
+		}
+	}
+	return nil
+}
+
+// clipAndCompact clips like clip and compacts the clipped key ranges, so
+// that neither the boundary entries nor the range tombstones survive in
+// the backend's SST files: its next checkpoint has no file reaching into
+// other subtasks' key groups, and a later rescale can import its files
+// next to theirs.
+func clipAndCompact(b engine.Backend, l engine.Layout) error {
+	if err := clip(b, l); err != nil {
+		return err
+	}
+	// Each compaction also takes the first (last) key group of the range:
+	// a tombstone ends up in one file with the adjacent key group's
+	// entries, and is only dropped by a compaction down to the level that
+	// holds that key group's oldest data.
+	if l.Range.Start > 0 {
+		lo, hi := l.RangeBounds(0, l.Range.Start)
+		if err := engine.CompactNativeRange(b, lo, hi); err != nil {
+			return err
+		}
+	}
+	if l.Range.End+1 < l.MaxParallelism {
+		lo, hi := l.RangeBounds(l.Range.End, l.MaxParallelism-1)
+		if err := engine.CompactNativeRange(b, lo, hi); err != nil {
+			return err
 		}
 	}
 	return nil
