@@ -80,6 +80,11 @@ type BenchRow struct {
 	MetadataBytes  int64   `json:"rescale_bytes_written"`
 	ImportedSubset int     `json:"subtasks_from_subset"`
 	KeysCopied     int64   `json:"keys_copied"`
+	// Phases of the restores from the plan, the slowest subtask's each.
+	DownloadS float64 `json:"sfstate_download_s"`
+	BuildS    float64 `json:"sfstate_build_s"`
+	ClipS     float64 `json:"sfstate_clip_s"`
+	CopyS     float64 `json:"sfstate_copy_s"`
 }
 
 // BenchReport is the benchmark's result.
@@ -298,6 +303,10 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 	for _, s := range sts {
 		row.ImportedSubset += s.Imported
 		row.KeysCopied += s.KeysCopied
+		row.DownloadS = max(row.DownloadS, s.Download.Seconds())
+		row.BuildS = max(row.BuildS, s.Build.Seconds())
+		row.ClipS = max(row.ClipS, s.Clip.Seconds())
+		row.CopyS = max(row.CopyS, s.Copy.Seconds())
 	}
 	if !keep {
 		closeAll(bs)

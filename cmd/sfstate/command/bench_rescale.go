@@ -62,6 +62,10 @@ func runBenchRescale(c *cli.Context) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, r := range rep.Rows {
+		fmt.Fprintf(w, "%s sfstate phases (slowest subtask each): download %.2f s, import/open %.2f s, clip %.2f s, copy %.2f s; %d subtasks imported, %d keys copied\n",
+			r.Direction, r.DownloadS, r.BuildS, r.ClipS, r.CopyS, r.ImportedSubset, r.KeysCopied)
+	}
 	fmt.Fprintf(w, "targets: sfstate bytes <= 0.5 x baseline, ready >= 2x sooner, all local <= 1.25 x limit\nnote: %s\n", rep.Note)
 	return nil
 }
