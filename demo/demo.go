@@ -58,7 +58,7 @@ type Config struct {
 
 // Default scales.
 const (
-	DefaultEvents = 2_000_000
+	DefaultEvents = 1_000_000
 	QuickEvents   = 200_000
 )
 

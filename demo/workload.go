@@ -399,8 +399,8 @@ func (s *subtask) process(evs []event, now int64) error {
 }
 
 // Run feeds n events through the job: the generator routes each event to
-// the subtask owning its key group, every subtask processes bundles of
-// bundleEvents concurrently, and the processing-time clock moves over Span
+// the subtask owning its key group, the subtasks process bundles of
+// bundleEvents/Parallelism events concurrently, and the processing-time clock moves over Span
 // so that the stream ends at the current wall-clock time. tick, if set, is
 // called with the number of events done so far.
 func (j *Job) Run(ctx context.Context, n int64, seed uint64, tick func(done int64)) (*WorkloadStats, error) {

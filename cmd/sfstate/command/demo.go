@@ -28,7 +28,7 @@ func init() {
 			&cli.BoolFlag{Name: "keep", Usage: "keep every intermediate store under --dir"},
 			&cli.BoolFlag{Name: "quick", Usage: "small scale (under 2 minutes on 2 busy cores)"},
 			&cli.BoolFlag{Name: "s3", Usage: "put the stores on a loopback versitygw S3 server the demo starts and stops"},
-			&cli.Int64Flag{Name: "events", Usage: "events fed through the job (default 2000000, 200000 with --quick)"},
+			&cli.Int64Flag{Name: "events", Usage: "events fed through the job (default 1000000, 200000 with --quick)"},
 		},
 		Action: runDemo,
 	})
