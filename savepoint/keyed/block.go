@@ -241,8 +241,11 @@ func (r *BlockReader) dec(which int, b []byte, base int64) *binfmt.Decbuf {
 	d := &r.decs[which]
 	if r.arena == nil {
 		r.arena = serde.NewArena()
+		for i := range r.decs {
+			r.decs[i].Scratch = r.arena
+		}
 	}
-	*d = binfmt.Decbuf{B: b, Base: base, Scratch: r.arena}
+	d.Reset(b, base)
 	return d
 }
 

@@ -44,6 +44,16 @@ type Decbuf struct {
 // New returns a decoder over b whose first byte sits at file offset base.
 func New(b []byte, base int64) *Decbuf { return &Decbuf{B: b, Base: base} }
 
+// Reset points d at b (first byte at file offset base) and clears its
+// error, keeping Scratch. It writes only what changes, which keeps reusing a
+// heap-resident Decbuf cheap.
+func (d *Decbuf) Reset(b []byte, base int64) {
+	d.B, d.Pos, d.Base = b, 0, base
+	if d.err != nil {
+		d.err = nil
+	}
+}
+
 // Err returns the first error encountered.
 func (d *Decbuf) Err() error { return d.err }
 
