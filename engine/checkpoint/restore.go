@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +32,10 @@ type RestoreOptions struct {
 	// KeyGroupFiles opens the restored backend with key-group SST
 	// partitioning (engine.OpenRocksDBKeyGroupFiles).
 	KeyGroupFiles bool
+	// TidyBeforeReturn compacts the clipped key ranges of a backend
+	// restored by import before Restore returns, instead of in the
+	// background after (see WaitTidy).
+	TidyBeforeReturn bool
 }
 
 // RestoreStats describes a restore.
@@ -138,8 +143,11 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRa
 		stats.Build += time.Since(t)
 		if err == nil {
 			t := time.Now()
-			err = clipAndCompact(b, layout)
+			err = clip(b, layout)
 			stats.Clip = time.Since(t)
+		}
+		if err == nil {
+			tidy(b, layout, opts.TidyBeforeReturn)
 		}
 	} else {
 		var whole bool
@@ -153,13 +161,13 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRa
 		}
 		if err == nil {
 			t := time.Now()
-			if whole {
-				// The files stay as checkpointed (Reusable).
-				err = clip(b, layout)
-			} else {
-				err = clipAndCompact(b, layout)
-			}
+			err = clip(b, layout)
 			stats.Clip = time.Since(t)
+			if err == nil && !whole {
+				// (Whole restores keep the files as checkpointed:
+				// Reusable.)
+				tidy(b, layout, opts.TidyBeforeReturn)
+			}
 		}
 		for i, h := range handles[1:] {
 			if err != nil {
@@ -506,15 +514,50 @@ func clip(b engine.Backend, l engine.Layout) error {
 	return nil
 }
 
-// clipAndCompact clips like clip and compacts the clipped key ranges, so
-// that neither the boundary entries nor the range tombstones survive in
-// the backend's SST files: its next checkpoint has no file reaching into
-// other subtasks' key groups, and a later rescale can import its files
-// next to theirs.
-func clipAndCompact(b engine.Backend, l engine.Layout) error {
-	if err := clip(b, l); err != nil {
-		return err
+// tidying holds the backends restored by import whose clipped key ranges
+// are being compacted in the background: engine.Backend → chan struct{},
+// closed when done.
+var tidying sync.Map
+
+// tidy compacts the clipped key ranges of a backend restored by import
+// (compactClipped), in the background unless now is set. The restore is
+// ready without it; Checkpointer.Take waits for it (WaitTidy).
+func tidy(b engine.Backend, l engine.Layout, now bool) {
+	if now {
+		compactClipped(b, l)
+		return
 	}
+	done := make(chan struct{})
+	tidying.Store(b, done)
+	go func() {
+		defer close(done)
+		defer tidying.Delete(b)
+		// An error (the backend was closed first) leaves the tombstones:
+		// still exact, only not importable next to other subtasks' files.
+		compactClipped(b, l)
+	}()
+}
+
+// WaitTidy returns when the background compaction Restore started on b
+// (if any) has finished, or ctx ends.
+func WaitTidy(ctx context.Context, b engine.Backend) error {
+	v, ok := tidying.Load(b)
+	if !ok {
+		return nil
+	}
+	select {
+	case <-v.(chan struct{}):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// compactClipped compacts the key ranges clip deleted, so that neither the
+// boundary entries nor the range tombstones survive in the backend's SST
+// files: its next checkpoint has no file reaching into other subtasks' key
+// groups, and a later rescale can import its files next to theirs.
+func compactClipped(b engine.Backend, l engine.Layout) error {
 	// Each compaction also takes the first (last) key group of the range:
 	// a tombstone ends up in one file with the adjacent key group's
 	// entries, and is only dropped by a compaction down to the level that

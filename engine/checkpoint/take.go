@@ -208,6 +208,9 @@ func (c *Checkpointer) Take(ctx context.Context, backends []engine.Backend, id i
 		l := &localSubtask{index: i, layout: b.Layout(),
 			dir: filepath.Join(base, fmt.Sprintf(".chk-%d-task-%d-%s", id, i, newUUID()[:8]))}
 		locals[i] = l
+		if err := WaitTidy(ctx, b); err != nil {
+			return fail(fmt.Errorf("checkpoint %d, subtask %d: %w", id, i, err))
+		}
 		if err := engine.CreateNativeCheckpoint(b, l.dir); err != nil {
 			return fail(fmt.Errorf("checkpoint %d, subtask %d: %w", id, i, err))
 		}
