@@ -266,7 +266,7 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy) (trialResult, error) 
 	}
 	pool := engine.NewPool(benchPool)
 	// every bench row carries a unique id: both sides declare unique rows
-	opts := Options{CacheAllowance: pol.allowance, UniqueRows: [2]bool{true, true}}
+	opts := Options{CacheAllowance: pol.allowance, UniqueRows: [2]bool{true, true}, PrefixBloom: benchPrefixBloom}
 	if pol.reuse {
 		opts.Pool = pool
 	}
@@ -339,6 +339,8 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy) (trialResult, error) 
 var benchIterPerGroup = false
 
 var benchZipfS = 1.5
+
+var benchPrefixBloom = false
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 

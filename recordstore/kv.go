@@ -145,3 +145,17 @@ func prefixEnd(p []byte) []byte {
 func (k *kv) scanAll(fn func(key, val []byte) bool) error {
 	return k.be.Scan(k.st, nil, nil, fn)
 }
+
+// setPrefixExtractor installs a fixed-length prefix extractor on the
+// state's column family of an open RocksDB instance (a mutable option);
+// a no-op for other backends.
+func setPrefixExtractor(k *kv, n int) error {
+	if k.rdb == nil {
+		return nil
+	}
+	err := k.rdb.SetOptionsCF(k.cf, []string{"prefix_extractor"}, []string{fmt.Sprintf("rocksdb.FixedPrefix.%d", n)})
+	if err != nil {
+		return fmt.Errorf("recordstore: setting the prefix extractor: %w", err)
+	}
+	return nil
+}

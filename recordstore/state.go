@@ -117,6 +117,16 @@ type Options struct {
 	// point read: an insert writes count 1, a retraction deletes. The
 	// bucket layout must read the multiset anyway and ignores it.
 	UniqueRows [2]bool
+	// PrefixBloom (RocksDB only, record layout) sets a fixed-length prefix
+	// extractor of key-group width + 18 bytes (side, a one-byte key length
+	// and the first 16 bytes of the equality key, which every BinaryRowData
+	// key of arity >= 1 has) on the records' column family, so that the
+	// engine's bloom filters also hold group prefixes and a group seek can
+	// skip files that lack the group. Seeks with shorter keys (key-group
+	// bounds) are outside the prefix domain and stay total-order; a seek
+	// with a full-length key of a group absent from a file must not be
+	// followed by iteration past that group (the record layout never does).
+	PrefixBloom bool
 	// RowValidator, when set, is used by Check to validate row payloads
 	// (e.g. a rowcodec.Codec's Validate on a TTL-prefixed value).
 	RowValidator func(row []byte) error
@@ -154,6 +164,11 @@ func Open(l Layout, be engine.Backend, opts Options) (JoinState, error) {
 	}
 	if l == LayoutBucket {
 		return &bucketState{common: c}, nil
+	}
+	if opts.PrefixBloom {
+		if err := setPrefixExtractor(c.kv, c.width+18); err != nil {
+			return nil, err
+		}
 	}
 	return newRecordState(c), nil
 }
