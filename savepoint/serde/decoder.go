@@ -70,6 +70,7 @@ type decoder struct {
 	snap   *Snapshot
 	kids   []*decoder
 	types  []*LogicalType
+	fast   []fieldKind // per row field: the common scalar kinds, else fkOther
 	n      int // declared length
 	prec   int
 	scale  int
@@ -179,6 +180,7 @@ func build(s *Snapshot, depth int) *decoder {
 	case ClassRowData:
 		dc.k = kRowData
 		dc.types = s.Types
+		dc.fast = fieldKinds(s.Types)
 		dc.kids = kids()
 		dc.nwords = nullBitsWidth(len(s.Types))
 	case ClassBinaryRow:
@@ -588,6 +590,14 @@ func (dc *decoder) decodeRow(b []byte, base int64, depth int, a *Arena) (*Row, e
 			r.Fields[i] = &Raw{Serializer: "slot", Bytes: append([]byte(nil), b[slotAt:slotAt+8]...)}
 			continue
 		}
+		if i < len(dc.fast) && dc.fast[i] != fkOther {
+			v, err := fastField(dc.fast[i], b, slotAt, slot, base, a)
+			if err != nil {
+				return nil, err
+			}
+			r.Fields[i] = v
+			continue
+		}
 		v, err := dc.field(i, b, slotAt, slot, base, depth, a)
 		if err != nil {
 			return nil, err
@@ -595,6 +605,89 @@ func (dc *decoder) decodeRow(b []byte, base int64, depth int, a *Arena) (*Row, e
 		r.Fields[i] = v
 	}
 	return r, nil
+}
+
+// fieldKind classifies row field types whose decoding needs no type
+// details beyond the kind (the common scalars), so rows skip valueAt's
+// switch on the type's root name.
+type fieldKind uint8
+
+const (
+	fkOther fieldKind = iota
+	fkBool
+	fkTinyInt
+	fkSmallInt
+	fkInt
+	fkFloat
+	fkBigInt
+	fkDouble
+	fkString
+	fkTimestamp0 // TIMESTAMP(0); fkTimestamp0+p for precision p <= 3
+	fkTimestamp1
+	fkTimestamp2
+	fkTimestamp3
+)
+
+func fieldKinds(types []*LogicalType) []fieldKind {
+	out := make([]fieldKind, len(types))
+	for i, t := range types {
+		if t == nil {
+			continue
+		}
+		switch t.Root {
+		case "BOOLEAN":
+			out[i] = fkBool
+		case "TINYINT":
+			out[i] = fkTinyInt
+		case "SMALLINT":
+			out[i] = fkSmallInt
+		case "INTEGER", "DATE", "TIME_WITHOUT_TIME_ZONE", "INTERVAL_YEAR_MONTH":
+			out[i] = fkInt
+		case "FLOAT":
+			out[i] = fkFloat
+		case "BIGINT", "INTERVAL_DAY_TIME":
+			out[i] = fkBigInt
+		case "DOUBLE":
+			out[i] = fkDouble
+		case "CHAR", "VARCHAR":
+			out[i] = fkString
+		case "TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE":
+			if t.Precision >= 0 && t.Precision <= 3 {
+				out[i] = fkTimestamp0 + fieldKind(t.Precision)
+			}
+		}
+	}
+	return out
+}
+
+// fastField decodes a field of kind k (not fkOther) exactly as valueAt
+// does for its type.
+func fastField(k fieldKind, b []byte, at int, slot uint64, base int64, a *Arena) (Value, error) {
+	switch k {
+	case fkBool:
+		return b[at] != 0, nil
+	case fkTinyInt:
+		return int8(b[at]), nil
+	case fkSmallInt:
+		return int16(binary.LittleEndian.Uint16(b[at:])), nil
+	case fkInt:
+		return a.int32(int32(binary.LittleEndian.Uint32(b[at:]))), nil
+	case fkFloat:
+		return math.Float32frombits(binary.LittleEndian.Uint32(b[at:])), nil
+	case fkBigInt:
+		return a.int64(int64(slot)), nil
+	case fkDouble:
+		return a.float64(math.Float64frombits(slot)), nil
+	case fkString:
+		v, err := binaryField(b, at, slot, base)
+		if err != nil {
+			return nil, err
+		}
+		return a.string(v), nil
+	case fkTimestamp0, fkTimestamp1, fkTimestamp2, fkTimestamp3:
+		return a.timestamp(Timestamp{Millis: int64(slot), Precision: int(k - fkTimestamp0)}), nil
+	}
+	return nil, nil
 }
 
 // rowWith4 lets small rows (the common case for keys) and their fields

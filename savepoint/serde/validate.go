@@ -189,6 +189,15 @@ func (dc *decoder) validateRow(b []byte, base int64, depth int) error {
 		if b[bit>>3]&(1<<(bit&7)) != 0 {
 			continue // null
 		}
+		if i < len(dc.fast) && dc.fast[i] != fkOther {
+			if dc.fast[i] == fkString {
+				at := w + 8*i
+				if _, err := binaryField(b, at, binary.LittleEndian.Uint64(b[at:]), base); err != nil {
+					return err
+				}
+			}
+			continue
+		}
 		var kid *decoder
 		if i < len(dc.kids) {
 			kid = dc.kids[i]
