@@ -71,7 +71,7 @@ type decoder struct {
 	kids   []*decoder
 	types  []*LogicalType
 	fast   []fieldKind // per row field: the common scalar kinds, else fkOther
-	n      int // declared length
+	n      int         // declared length
 	prec   int
 	scale  int
 	mask   bool
