@@ -363,8 +363,8 @@ func (r *runner) stepWorkload() error {
 	fmt.Fprintf(r.out, "   %d events (%d auctions, %d bids, %d retractions) over %d subtasks, key groups 0-%d and %d-%d of %d\n",
 		st.Events, st.Auctions, st.Bids, st.Retractions, Parallelism,
 		job.Subtasks[0].be.Layout().Range.End, job.Subtasks[1].be.Layout().Range.Start, job.Subtasks[1].be.Layout().Range.End, MaxParallelism)
-	fmt.Fprintf(r.out, "   %.0f events/s (%s); the join emitted %d rows; processing time spans %s ending now\n",
-		st.EventsPerSec, st.Elapsed.Round(time.Millisecond), st.JoinOutput, Span)
+	fmt.Fprintf(r.out, "   %.0f events/s (%s); the join emitted %d rows; processing time spans %dh ending now\n",
+		st.EventsPerSec, st.Elapsed.Round(time.Millisecond), st.JoinOutput, int(Span.Hours()))
 	return nil
 }
 
