@@ -67,15 +67,25 @@
 // # Restore
 //
 // Restore(store, id, range, dir) rebuilds the key groups of range into a
-// new backend. As Flink does, the old subtask with the largest overlap is
-// the base and the others (scale-in) are copied key by key. For each old
-// subtask only the SST files whose key groups overlap the range are
-// downloaded when RocksDB can import them as one LSM (no two files of a
-// level overlap); otherwise every file of the subtask is downloaded and
-// its checkpoint MANIFEST is used. Keys outside the range are then removed
-// with DeleteRange. Downloads are parallel (RestoreOptions.Parallel),
-// verify size and CRC-32C (a mismatch is an ErrCorrupt error naming the
-// object), and a failed restore removes dir.
+// new backend. When the SST files of every overlapping old subtask that
+// may hold key groups of the range can be imported together as one LSM —
+// no two files of different subtasks overlap, and their levels fit — they
+// are downloaded and imported in one step, scale-in included: no key is
+// copied. Imported files take the last levels (the oldest data the bottom
+// one), so a restore of tens of key-group files puts nothing on level 0
+// and never starts in a write stall. Otherwise, as Flink does, the old
+// subtask with the largest overlap is the base (imported from its
+// overlapping files, or whole with its checkpoint MANIFEST) and the
+// others are copied key by key. Keys outside the range are then removed
+// with DeleteRange; for an imported restore the clipped ranges are also
+// compacted, in the background after Restore returns (Checkpointer.Take
+// waits for it, WaitTidy), so that the next checkpoint has no file
+// reaching into other subtasks' key groups. Every import is bounded by
+// engine.ImportTimeout and the context; an abandoned import falls back to
+// downloading whole subtasks (RestoreStats.ImportsAbandoned). Downloads
+// are parallel (RestoreOptions.Parallel), verify size and CRC-32C (a
+// mismatch is an ErrCorrupt error naming the object), and a failed
+// restore removes dir.
 //
 // After a restore from all of a subtask's files (same parallelism, or a
 // scale-out that could not import a subset), RestoreStats.Reusable lists

@@ -52,6 +52,10 @@ type RestoreStats struct {
 	// that did not finish within engine.ImportTimeout (the subtask was then
 	// restored from all its files).
 	Imported, Opened, ImportsAbandoned int
+	// NotMerged tells why the overlapping subtasks' files were not
+	// imported together (empty when they were, or when there was no
+	// reason to try).
+	NotMerged string `json:",omitempty"`
 	// KeysCopied counts entries copied from non-base subtasks (scale-in).
 	KeysCopied int64
 	// Duration is the whole restore; Download, Build (import or open),
@@ -143,11 +147,11 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRa
 		stats.Build += time.Since(t)
 		if err == nil {
 			t := time.Now()
-			err = clip(b, layout)
+			err = clipSides(b, layout, r.reachLow, r.reachHigh)
 			stats.Clip = time.Since(t)
 		}
 		if err == nil {
-			tidy(b, layout, opts.TidyBeforeReturn)
+			tidy(b, layout, r.reachLow, r.reachHigh, opts.TidyBeforeReturn)
 		}
 	} else {
 		var whole bool
@@ -161,13 +165,16 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRa
 		}
 		if err == nil {
 			t := time.Now()
-			err = clip(b, layout)
-			stats.Clip = time.Since(t)
-			if err == nil && !whole {
-				// (Whole restores keep the files as checkpointed:
-				// Reusable.)
-				tidy(b, layout, opts.TidyBeforeReturn)
+			if whole {
+				// The files stay as checkpointed (Reusable).
+				err = clip(b, layout)
+			} else {
+				low, high := r.reachLow, r.reachHigh
+				if err = clipSides(b, layout, low, high); err == nil {
+					tidy(b, layout, low, high, opts.TidyBeforeReturn)
+				}
 			}
+			stats.Clip = time.Since(t)
 		}
 		for i, h := range handles[1:] {
 			if err != nil {
@@ -221,6 +228,15 @@ type restorer struct {
 	maxPar int
 	// noImport: an import was abandoned; restore from whole files only.
 	noImport bool
+	// reachLow, reachHigh: an imported file may hold keys below (above)
+	// the range, which must be clipped.
+	reachLow, reachHigh bool
+}
+
+// reach notes which sides of the range imported file f may hold keys of.
+func (r *restorer) reach(f SSTEntry) {
+	r.reachLow = r.reachLow || f.FirstKeyGroup < r.rng.Start
+	r.reachHigh = r.reachHigh || f.LastKeyGroup > r.rng.End
 }
 
 // importMerged builds the restore directory dir in one import from the SST
@@ -255,6 +271,7 @@ func (r *restorer) importMerged(handles []*Subtask, dir string) (bool, error) {
 				continue
 			}
 			needed++
+			r.reach(f)
 			s.files = append(s.files, f)
 			e := f.sst()
 			e.Name = fmt.Sprintf("s%d-%s", h.Index, f.Name)
@@ -276,13 +293,16 @@ func (r *restorer) importMerged(handles []*Subtask, dir string) (bool, error) {
 			for _, a := range sels[i].files {
 				for _, b := range sels[j].files {
 					if string(a.Smallest) <= string(b.Largest) && string(b.Smallest) <= string(a.Largest) {
+						r.stats.NotMerged = fmt.Sprintf("file %s of subtask %d (key groups %d-%d) overlaps file %s of subtask %d (%d-%d)",
+							a.Name, sels[i].h.Index, a.FirstKeyGroup, a.LastKeyGroup, b.Name, sels[j].h.Index, b.FirstKeyGroup, b.LastKeyGroup)
 						return false, nil
 					}
 				}
 			}
 		}
 	}
-	if engine.CheckImportable(files) != nil {
+	if err := engine.CheckImportable(files); err != nil {
+		r.stats.NotMerged = err.Error()
 		return false, nil
 	}
 	tmp := dir + ".sst"
@@ -308,8 +328,14 @@ func (r *restorer) importMerged(handles []*Subtask, dir string) (bool, error) {
 		r.noImport = true
 		return false, nil
 	default:
+		// RocksDB refused the combination (e.g. its level-0 sequence
+		// checks when all 7 levels are needed): restore per subtask.
 		os.RemoveAll(imp)
-		return false, err
+		if r.ctx.Err() != nil {
+			return false, err
+		}
+		r.stats.NotMerged = err.Error()
+		return false, nil
 	}
 }
 
@@ -332,6 +358,9 @@ func (r *restorer) materialize(h *Subtask, dir string) (whole bool, err error) {
 			files[i] = f.sst()
 		}
 		if engine.CheckImportable(files) == nil {
+			for _, f := range need {
+				r.reach(f)
+			}
 			tmp := dir + ".sst"
 			defer os.RemoveAll(tmp)
 			objs := make([]Object, len(need))
@@ -496,15 +525,19 @@ func fetchTo(ctx context.Context, st s3.Storage, o Object, tmp string) error {
 }
 
 // clip deletes every key outside the layout's range from every state.
-func clip(b engine.Backend, l engine.Layout) error {
+func clip(b engine.Backend, l engine.Layout) error { return clipSides(b, l, true, true) }
+
+// clipSides deletes the keys below the layout's range (low) and above it
+// (high) from every state.
+func clipSides(b engine.Backend, l engine.Layout, low, high bool) error {
 	for st := range b.States() {
-		if l.Range.Start > 0 {
+		if low && l.Range.Start > 0 {
 			lo, hi := l.RangeBounds(0, l.Range.Start-1)
 			if err := b.DeleteRange(st, lo, hi); err != nil {
 				return err
 			}
 		}
-		if l.Range.End+1 < l.MaxParallelism {
+		if high && l.Range.End+1 < l.MaxParallelism {
 			lo, hi := l.RangeBounds(l.Range.End+1, l.MaxParallelism-1)
 			if err := b.DeleteRange(st, lo, hi); err != nil {
 				return err
@@ -522,9 +555,12 @@ var tidying sync.Map
 // tidy compacts the clipped key ranges of a backend restored by import
 // (compactClipped), in the background unless now is set. The restore is
 // ready without it; Checkpointer.Take waits for it (WaitTidy).
-func tidy(b engine.Backend, l engine.Layout, now bool) {
+func tidy(b engine.Backend, l engine.Layout, low, high, now bool) {
+	if !low && !high {
+		return
+	}
 	if now {
-		compactClipped(b, l)
+		compactClipped(b, l, low, high)
 		return
 	}
 	done := make(chan struct{})
@@ -534,7 +570,7 @@ func tidy(b engine.Backend, l engine.Layout, now bool) {
 		defer tidying.Delete(b)
 		// An error (the backend was closed first) leaves the tombstones:
 		// still exact, only not importable next to other subtasks' files.
-		compactClipped(b, l)
+		compactClipped(b, l, low, high)
 	}()
 }
 
@@ -557,18 +593,18 @@ func WaitTidy(ctx context.Context, b engine.Backend) error {
 // boundary entries nor the range tombstones survive in the backend's SST
 // files: its next checkpoint has no file reaching into other subtasks' key
 // groups, and a later rescale can import its files next to theirs.
-func compactClipped(b engine.Backend, l engine.Layout) error {
+func compactClipped(b engine.Backend, l engine.Layout, low, high bool) error {
 	// Each compaction also takes the first (last) key group of the range:
 	// a tombstone ends up in one file with the adjacent key group's
 	// entries, and is only dropped by a compaction down to the level that
 	// holds that key group's oldest data.
-	if l.Range.Start > 0 {
+	if low && l.Range.Start > 0 {
 		lo, hi := l.RangeBounds(0, l.Range.Start)
 		if err := engine.CompactNativeRange(b, lo, hi); err != nil {
 			return err
 		}
 	}
-	if l.Range.End+1 < l.MaxParallelism {
+	if high && l.Range.End+1 < l.MaxParallelism {
 		lo, hi := l.RangeBounds(l.Range.End, l.MaxParallelism-1)
 		if err := engine.CompactNativeRange(b, lo, hi); err != nil {
 			return err

@@ -307,6 +307,9 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 		row.BuildS = max(row.BuildS, s.Build.Seconds())
 		row.ClipS = max(row.ClipS, s.Clip.Seconds())
 		row.CopyS = max(row.CopyS, s.Copy.Seconds())
+		if s.NotMerged != "" {
+			logf("%s: files not imported together: %s", row.Direction, s.NotMerged)
+		}
 	}
 	if !keep {
 		closeAll(bs)
