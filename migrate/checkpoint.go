@@ -519,7 +519,11 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 	if err := os.MkdirAll(srcDir, 0o755); err != nil {
 		return nil, err
 	}
-	r.t0, r.c0 = time.Now(), cpuTime()
+	if os.Getenv("SFSTATE_MIGRATE_TRACE") != "" {
+		r.mu.Lock()
+		r.t0, r.c0 = time.Now(), cpuTime()
+		r.mu.Unlock()
+	}
 	// 1. the source subtask's files, verified (links from a local store)
 	infos := map[string]os.FileInfo{}
 	objs := append([]checkpoint.Object(nil), st.Private...)
