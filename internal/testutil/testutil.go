@@ -18,6 +18,7 @@ package testutil
 import (
 	"errors"
 	"fmt"
+	"github.com/sfstate/sfstate/internal/fixtures"
 	"net"
 	"os"
 	"os/exec"
@@ -43,21 +44,11 @@ var ErrNoBinary = errors.New("service binary not found (run `make setup` to buil
 // RepoRoot returns the directory holding go.mod, walking up from the
 // working directory.
 func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
+	dir, err := fixtures.Root()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("no go.mod above the working directory: %w", err)
 	}
-	for i := 0; i < 64; i++ {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	return "", fmt.Errorf("no go.mod above the working directory: %w", os.ErrNotExist)
+	return dir, nil
 }
 
 // FindBinary locates a service binary by name in $SFSTATE_BIN or the
