@@ -73,7 +73,11 @@ type RestoreStats struct {
 // it open, with layout (checkpoint's max parallelism, rng) and the
 // checkpoint's states.
 //
-// Like Flink's RocksDB restore: the old subtask with the largest overlap is
+// When the SST files of all overlapping old subtasks that may hold key
+// groups of rng can be imported together (importMerged), they are, and
+// nothing is copied; keys outside rng are clipped on the sides the files
+// reach beyond, and those ranges compacted in the background (WaitTidy).
+// Otherwise, like Flink's RocksDB restore: the old subtask with the largest overlap is
 // the base. Only its SST files that may hold key groups of rng are fetched
 // when they can be imported as one LSM (else all its files, and the
 // checkpoint's own MANIFEST is used); keys outside rng are then removed
@@ -137,11 +141,12 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRa
 	if len(handles) > 0 {
 		merged, err = r.importMerged(handles, dir)
 	}
-	if err != nil {
+	switch {
+	case err != nil:
 		// reported below
-	} else if len(handles) == 0 {
+	case len(handles) == 0:
 		b, err = open(dir, layout, states, opts.Rocks)
-	} else if merged {
+	case merged:
 		t := time.Now()
 		b, err = open(dir, layout, states, opts.Rocks)
 		stats.Build += time.Since(t)
@@ -153,7 +158,7 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRa
 		if err == nil {
 			tidy(b, layout, r.reachLow, r.reachHigh, opts.TidyBeforeReturn)
 		}
-	} else {
+	default:
 		var whole bool
 		if whole, err = r.materialize(handles[0], dir); err == nil {
 			t := time.Now()
