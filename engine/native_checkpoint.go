@@ -358,79 +358,15 @@ func CompactNative(b Backend) error {
 // cutting SST files at key-group boundaries (a fixed-prefix SST partitioner
 // over the key-group prefix): after compaction each SST file holds one key
 // group, so a rescaled restore fetches only the files of its key groups.
-// Flushes still write files spanning all key groups. It mirrors
-// rocksBackend.open with the partitioner added to each state's options.
+// Flushes still write files spanning all key groups.
 func OpenRocksDBKeyGroupFiles(dir string, layout Layout, states []StateDesc, ro RocksOptions) (Backend, error) {
-	if err := layout.Validate(); err != nil {
-		return nil, err
-	}
-	if err := checkStates(states); err != nil {
-		return nil, err
-	}
-	ro.defaults()
-	b := &rocksBackend{dir: dir, layout: layout, states: append([]StateDesc(nil), states...), ropts: ro}
-	if ro.Slot != nil {
-		nat, err := ro.Slot.acquire()
-		if err != nil {
-			return nil, err
-		}
-		b.slotNat = nat
-	} else {
-		b.bbto, b.cache = privateTableOptions(ro)
-	}
-	if err := b.openPartitioned(); err != nil {
-		b.release()
-		return nil, err
-	}
-	return b, nil
+	return openRocks(dir, layout, states, ro, true)
 }
 
-func (b *rocksBackend) openPartitioned() error {
-	base, err := columnFamilyOptions(b.ropts, 0, b.slotNat, b.bbto)
-	if err != nil {
-		return err
-	}
-	b.opts = append(b.opts, base)
-	names := []string{"default"}
-	cfOpts := []*grocksdb.Options{base}
-	for _, s := range b.states {
-		o, err := columnFamilyOptions(b.ropts, s.TTL.Milliseconds(), b.slotNat, b.bbto)
-		if err != nil {
-			return err
-		}
-		C.sfs_options_set_prefix_partitioner(nativeOptions(o), C.size_t(b.layout.Width()))
-		b.opts = append(b.opts, o)
-		names = append(names, s.Name)
-		cfOpts = append(cfOpts, o)
-	}
-	if existing, err := grocksdb.ListColumnFamilies(base, b.dir); err == nil {
-		declared := make(map[string]bool, len(names))
-		for _, n := range names {
-			declared[n] = true
-		}
-		for _, n := range existing {
-			if !declared[n] {
-				names = append(names, n)
-				cfOpts = append(cfOpts, base)
-			}
-		}
-	}
-	db, handles, err := grocksdb.OpenDbColumnFamilies(base, b.dir, names, cfOpts)
-	if err != nil {
-		return fmt.Errorf("engine: open rocksdb %s: %w", b.dir, err)
-	}
-	b.db = db
-	b.handles = handles
-	b.cfs = handles[1 : 1+len(b.states)]
-	b.cdb = nativeDB(db)
-	b.ccfs = make([]*C.rocksdb_column_family_handle_t, len(b.cfs))
-	for i, h := range b.cfs {
-		b.ccfs[i] = nativeCF(h)
-	}
-	b.cro = C.rocksdb_readoptions_create()
-	b.wo = grocksdb.NewDefaultWriteOptions()
-	b.wo.DisableWAL(true)
-	return nil
+// setKeyGroupPartitioner makes compactions under o cut SST files at every
+// change of the first width bytes (the key-group prefix).
+func setKeyGroupPartitioner(o *grocksdb.Options, width int) {
+	C.sfs_options_set_prefix_partitioner(nativeOptions(o), C.size_t(width))
 }
 
 // CompactNativeRange compacts every state of a RocksDB backend over the

@@ -129,6 +129,13 @@ func privateTableOptions(o RocksOptions) (*grocksdb.BlockBasedTableOptions, *gro
 // OpenRocksDB opens (creating if needed) one operator subtask's RocksDB
 // instance in dir, one column family per declared state.
 func OpenRocksDB(dir string, layout Layout, states []StateDesc, ro RocksOptions) (Backend, error) {
+	return openRocks(dir, layout, states, ro, false)
+}
+
+// openRocks is the one open path of OpenRocksDB and
+// OpenRocksDBKeyGroupFiles; keyGroupFiles adds the key-group SST
+// partitioner to every state's column family.
+func openRocks(dir string, layout Layout, states []StateDesc, ro RocksOptions, keyGroupFiles bool) (Backend, error) {
 	if err := layout.Validate(); err != nil {
 		return nil, err
 	}
@@ -146,14 +153,14 @@ func OpenRocksDB(dir string, layout Layout, states []StateDesc, ro RocksOptions)
 	} else {
 		b.bbto, b.cache = privateTableOptions(ro)
 	}
-	if err := b.open(); err != nil {
+	if err := b.open(keyGroupFiles); err != nil {
 		b.release()
 		return nil, err
 	}
 	return b, nil
 }
 
-func (b *rocksBackend) open() error {
+func (b *rocksBackend) open(keyGroupFiles bool) error {
 	base, err := columnFamilyOptions(b.ropts, 0, b.slotNat, b.bbto)
 	if err != nil {
 		return err
@@ -165,6 +172,9 @@ func (b *rocksBackend) open() error {
 		o, err := columnFamilyOptions(b.ropts, s.TTL.Milliseconds(), b.slotNat, b.bbto)
 		if err != nil {
 			return err
+		}
+		if keyGroupFiles {
+			setKeyGroupPartitioner(o, b.layout.Width())
 		}
 		b.opts = append(b.opts, o)
 		names = append(names, s.Name)
