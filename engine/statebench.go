@@ -25,6 +25,7 @@ type StateBenchConfig struct {
 	MicroOps      int    // operations measured per micro-benchmark
 	ManagedMemory int64  // slot managed memory for every instance
 	MemoryBytes   int64  // bytes written in the memory comparison (default 32 MiB)
+	MicroOnly     bool   // run only the micro-benchmarks
 	Seed          uint64
 	// Progress, when set, is told each finished step.
 	Progress func(step string)
@@ -636,6 +637,14 @@ func RunStateBench(cfg StateBenchConfig) (*StateBenchResult, error) {
 	}
 	out := &StateBenchResult{}
 	logSum, logCPU := 0.0, 0.0
+	if cfg.MicroOnly {
+		micro, err := runMicro(cfg, dir, note)
+		if err != nil {
+			return nil, err
+		}
+		out.Micro = micro
+		return out, nil
+	}
 	for _, w := range nexmarkWorkloads() {
 		r, err := runWorkload(cfg, w, dir)
 		if err != nil {

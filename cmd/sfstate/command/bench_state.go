@@ -5,6 +5,7 @@ package command
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 
 	"github.com/sfstate/sfstate/engine"
@@ -22,6 +23,7 @@ func init() {
 			&cli.StringFlag{Name: "dir", Usage: "scratch directory (default: system temp)"},
 			&cli.IntFlag{Name: "micro-keys", Usage: "keys set up per micro-benchmark (default 200000, --quick 20000)"},
 			&cli.IntFlag{Name: "micro-ops", Usage: "operations per micro-benchmark (default 500000, --quick 50000)"},
+			&cli.BoolFlag{Name: "micro-only", Usage: "run only the Flink state micro-benchmarks"},
 			&cli.Int64Flag{Name: "memory-mib", Usage: "MiB written in the memory comparison (default 32)"},
 		},
 		Action: runBenchState,
@@ -36,6 +38,7 @@ func runBenchState(c *cli.Context) error {
 		BundleSize: c.Int("bundle"),
 		MicroKeys:  200_000,
 		MicroOps:   500_000,
+		MicroOnly:  c.Bool("micro-only"),
 	}
 	if c.Bool("quick") {
 		cfg.Events, cfg.MicroKeys, cfg.MicroOps = 200_000, 20_000, 50_000
@@ -69,6 +72,9 @@ func runBenchState(c *cli.Context) error {
 		return enc.Encode(res)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if cfg.MicroOnly {
+		return printMicro(w, tw, cfg, res)
+	}
 	fmt.Fprintf(w, "Nexmark-shaped state workloads (%d events, bundles of %d, WAL off)\n", cfg.Events, cfg.BundleSize)
 	fmt.Fprintln(tw, "workload\tper-record ev/s\tbundled ev/s\tspeedup\tthread-CPU speedup\tcommit p50 ms\tcommit p99 ms\t")
 	for _, r := range res.Workloads {
@@ -76,12 +82,10 @@ func runBenchState(c *cli.Context) error {
 	}
 	fmt.Fprintf(tw, "geomean\t\t\t%.2fx\t%.2fx\t\t\t\n", res.GeomeanSpeedup, res.GeomeanCPU)
 	tw.Flush()
-	fmt.Fprintf(w, "\nFlink state micro-benchmarks (%d keys, %d ops, ops/ms)\n", cfg.MicroKeys, cfg.MicroOps)
-	fmt.Fprintln(tw, "op\tper-op RocksDB\tengine\tspeedup\tthread-CPU speedup\t")
-	for _, m := range res.Micro {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2fx\t%.2fx\t\n", m.Op, m.PerOpOpsMs, m.EngineOpsMs, m.Speedup, m.CPUSpeedup)
+	fmt.Fprintln(w)
+	if err := printMicro(w, tw, cfg, res); err != nil {
+		return err
 	}
-	tw.Flush()
 	fmt.Fprintf(w, "\nNative memory, operators sharing one slot (same write volume)\n")
 	fmt.Fprintln(tw, "write buffer\toperators\tblock cache usage\tcache capacity\tmemtables\ttable readers\twbm usage\twbm capacity\tarena block\t")
 	for _, m := range res.Memory {
@@ -92,4 +96,13 @@ func runBenchState(c *cli.Context) error {
 	}
 	fmt.Fprintln(w, "(each memtable holding data owns at least one arena block: 2 states x operators x arena block is a floor the shared capacity cannot undercut)")
 	return nil
+}
+
+func printMicro(w io.Writer, tw *tabwriter.Writer, cfg engine.StateBenchConfig, res *engine.StateBenchResult) error {
+	fmt.Fprintf(w, "Flink state micro-benchmarks (%d keys, %d ops, ops/ms)\n", cfg.MicroKeys, cfg.MicroOps)
+	fmt.Fprintln(tw, "op\tper-op RocksDB\tengine\tspeedup\tthread-CPU speedup\t")
+	for _, m := range res.Micro {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2fx\t%.2fx\t\n", m.Op, m.PerOpOpsMs, m.EngineOpsMs, m.Speedup, m.CPUSpeedup)
+	}
+	return tw.Flush()
 }
