@@ -56,9 +56,13 @@
 //
 // MigratingJoinState wraps a record-layout recordstore.JoinState whose
 // backend still holds bucket entries: Begin converts the buckets of every
-// probed key (both sides) and deletes them in one atomic batch before the
-// bundle reads anything (pool-bounded; a bucket's records and its deletion
-// always share a batch). Its Logical merges both layouts, so the logical
-// content — and anything exported from it — does not depend on how far the
-// migration got.
+// probed key (both sides) into a private in-memory record state that
+// serves the bundle's reads and writes of those groups (the conversion's
+// bytes reserved from the pool until the bundle ends), and Commit writes
+// the groups' records and deletes their buckets in the bundle's own atomic
+// batch; an aborted or failed bundle leaves the buckets in place. Sweep
+// finishes a migration between bundles. Its Logical merges both layouts,
+// and MergedSubtask presents mixed state to canonical.Export as one record
+// state (a MergedView), so a canonical savepoint taken mid-migration is
+// byte for byte the one taken before it.
 package migrate

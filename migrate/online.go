@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/linxGnu/grocksdb"
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/recordstore"
 )
@@ -16,22 +17,28 @@ type OnlineStats struct {
 	Lookups      int64 // bucket keys looked up
 	KeysMigrated int64 // bucket entries converted and deleted
 	RowsMigrated int64
-	Batches      int64 // migration batches committed
-	PoolRefusals int64 // reservations refused (batch committed early)
+	Batches      int64 // commits that carried conversions (bundle commits and sweep batches)
+	PoolRefusals int64 // reservations the pool refused
 	Done         bool  // no bucket entry is left
 }
 
 // MigratingJoinState is a record-layout join state restored from a
 // checkpoint that may still hold bucket entries (both recordstore states
 // declared on the backend). The first bundle that touches a join key
-// converts that key's buckets, both sides, into records and deletes them
-// in one atomic batch committed at Begin, before the bundle reads
-// anything; until then the key's content lives in its bucket, and Logical
-// shows both layouts merged, so a canonical savepoint taken mid-migration
-// equals one taken before it. The bytes of the buckets being converted are
-// reserved from the pool; a refused reservation commits what was converted
-// so far (whole buckets: a bucket's records and its deletion always share
-// a batch, however large the bucket).
+// converts that key's buckets, both sides, into records: Begin reads the
+// buckets with one batched lookup and converts them into a private
+// in-memory record state that serves the bundle's reads and writes of
+// those (side, key) groups; Commit puts the groups' resulting records and
+// deletes their buckets in the bundle's own atomic write batch, together
+// with every other write of the bundle. An aborted or failed bundle leaves
+// the buckets as they were. Until its bundle commits a key's content lives
+// in its bucket, and Logical shows both layouts merged, so a canonical
+// savepoint taken mid-migration equals one taken before it (see
+// ExportView). The bytes of the buckets being converted are reserved from
+// the pool until the bundle ends; when the pool refuses, the pressure
+// handler is asked to drain and the reservation retried, and a key the
+// bundle needs is converted even if the pool still refuses (counted in
+// PoolRefusals).
 //
 // Every key a bundle touches must be among the probes given to Begin (the
 // recordstore.Join driver does so): an unprobed key still in the bucket
@@ -40,6 +47,7 @@ type MigratingJoinState struct {
 	recordstore.JoinState
 	be      engine.Backend
 	bst     int
+	rst     int
 	width   int
 	maxP    int
 	pool    *engine.Pool
@@ -51,6 +59,63 @@ type MigratingJoinState struct {
 	conv    Converter
 	probed  map[string]bool // group prefixes checked in the open bundle
 	scr     []byte
+
+	// the bundle's converted groups
+	scratch  engine.Backend        // heap: the converted records
+	sclock   *engine.Clock         // manual, set to the bundle's time
+	sjs      recordstore.JoinState // record state on scratch
+	routed   map[string]bool       // group prefixes served by sjs
+	sprobes  []recordstore.Probe   // probes of routed groups
+	mprobes  []recordstore.Probe   // the others
+	buckets  [][]byte              // bucket keys to delete at Commit
+	rows     int64                 // rows converted in the open bundle
+	res      *engine.Reservation   // conversion bytes of the open bundle
+	pressure func() error
+	pend     []pendingWrite // preloaded into the bundle's batch at Commit
+	preload  bool
+}
+
+type pendingWrite struct {
+	st     int
+	k, v   []byte
+	delete bool
+}
+
+// hookedBackend is the backend the record state runs on: the bundle's
+// batch starts with the conversions' writes. RocksDB's handles are passed
+// through so that the record state keeps its bundle-wide iterator.
+type hookedBackend struct {
+	engine.Backend
+	m *MigratingJoinState
+}
+
+type rocksHandle interface {
+	DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle)
+}
+
+// DB forwards the RocksDB handles (nil for other backends).
+func (h *hookedBackend) DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle) {
+	if rh, ok := h.Backend.(rocksHandle); ok {
+		return rh.DB()
+	}
+	return nil, nil
+}
+
+// NewBatch returns a batch of the backend holding the pending conversion
+// writes when the wrapper is committing a bundle.
+func (h *hookedBackend) NewBatch() engine.Batch {
+	b := h.Backend.NewBatch()
+	if h.m.preload {
+		for _, w := range h.m.pend {
+			if w.delete {
+				b.Delete(w.st, w.k)
+			} else {
+				b.Put(w.st, w.k, w.v)
+			}
+		}
+		h.m.preload = false
+	}
+	return b
 }
 
 // NewMigratingJoinState opens the record layout on be (which must declare
@@ -61,21 +126,46 @@ func NewMigratingJoinState(be engine.Backend, opts recordstore.Options) (*Migrat
 	if err != nil {
 		return nil, err
 	}
-	js, err := recordstore.Open(recordstore.LayoutRecord, be, opts)
+	rst, err := StateID(be, recordstore.RecordStateName)
 	if err != nil {
 		return nil, err
 	}
 	clock := opts.Clock
 	if clock == nil {
 		clock = engine.SystemClock()
+		opts.Clock = clock
 	}
-	m := &MigratingJoinState{JoinState: js, be: be, bst: bst, width: be.Layout().Width(), maxP: be.Layout().MaxParallelism,
-		pool: opts.Pool, clock: clock, ttl: be.States()[bst].TTL.Milliseconds(), probed: map[string]bool{}}
+	m := &MigratingJoinState{be: be, bst: bst, rst: rst, width: be.Layout().Width(), maxP: be.Layout().MaxParallelism,
+		pool: opts.Pool, clock: clock, ttl: be.States()[bst].TTL.Milliseconds(), probed: map[string]bool{}, routed: map[string]bool{}}
+	js, err := recordstore.Open(recordstore.LayoutRecord, &hookedBackend{Backend: be, m: m}, opts)
+	if err != nil {
+		return nil, err
+	}
+	m.JoinState = js
+	rdesc := be.States()[rst]
+	if m.scratch, err = engine.OpenHeap(be.Layout(), []engine.StateDesc{rdesc}); err != nil {
+		return nil, err
+	}
+	m.sclock = engine.NewManualClock(clock.Now())
+	sopts := opts
+	sopts.Clock, sopts.PrefixBloom = m.sclock, false
+	if m.sjs, err = recordstore.Open(recordstore.LayoutRecord, m.scratch, sopts); err != nil {
+		m.scratch.Close()
+		return nil, err
+	}
 	m.conv.Width = m.width
 	if err := m.checkLeft(); err != nil {
+		m.scratch.Close()
 		return nil, err
 	}
 	return m, nil
+}
+
+// Close releases the wrapper's private memory (not the backend).
+func (m *MigratingJoinState) Close() error {
+	m.res.Release()
+	m.res = nil
+	return m.scratch.Close()
 }
 
 // checkLeft looks for any remaining bucket entry.
@@ -89,19 +179,203 @@ func (m *MigratingJoinState) checkLeft() error {
 // OnlineStats returns the migration counters.
 func (m *MigratingJoinState) OnlineStats() OnlineStats { return m.stats }
 
-// Begin migrates the buckets of every probed key (both sides), then opens
-// the record state's bundle.
+// SetPressureHandler installs fn on the record state, the converted groups'
+// state and the conversion's reservations.
+func (m *MigratingJoinState) SetPressureHandler(fn func() error) {
+	m.pressure = fn
+	m.JoinState.SetPressureHandler(fn)
+	m.sjs.SetPressureHandler(fn)
+}
+
+// Begin converts the buckets of every probed key (both sides) into the
+// bundle's private record state, then opens the bundle.
 func (m *MigratingJoinState) Begin(probes []recordstore.Probe) error {
-	clear(m.probed)
-	if m.left {
-		if err := m.migrate(probes); err != nil {
+	m.reset()
+	if !m.left {
+		return m.JoinState.Begin(probes)
+	}
+	if err := m.convertProbed(probes); err != nil {
+		m.reset()
+		return err
+	}
+	m.sprobes, m.mprobes = m.sprobes[:0], m.mprobes[:0]
+	for _, p := range probes {
+		m.scr = recordstore.AppendGroupPrefix(m.scr[:0], m.width, recordstore.KeyGroupOf(p.Key, m.maxP), p.Side, p.Key)
+		if m.routed[string(m.scr)] {
+			m.sprobes = append(m.sprobes, p)
+		} else {
+			m.mprobes = append(m.mprobes, p)
+		}
+	}
+	if err := m.JoinState.Begin(m.mprobes); err != nil {
+		m.reset()
+		return err
+	}
+	if len(m.routed) > 0 {
+		// the converted groups see the bundle's own time
+		m.sclock.Set(m.JoinState.Now())
+		if err := m.sjs.Begin(m.sprobes); err != nil {
+			m.JoinState.Abort()
+			m.reset()
 			return err
 		}
 	}
-	return m.JoinState.Begin(probes)
+	return nil
 }
 
-func (m *MigratingJoinState) migrate(probes []recordstore.Probe) error {
+// reset forgets the open bundle's conversions and returns their memory.
+func (m *MigratingJoinState) reset() {
+	clear(m.probed)
+	if len(m.routed) > 0 || len(m.buckets) > 0 {
+		m.scratch.DeleteRange(0, nil, nil)
+	}
+	clear(m.routed)
+	m.buckets = m.buckets[:0]
+	m.rows = 0
+	m.pend = m.pend[:0]
+	m.preload = false
+	m.res.Release()
+	m.res = nil
+}
+
+// reserve charges n conversion bytes to the pool (drain and retry once on
+// refusal); a refusal is counted, not fatal: the bundle needs the key.
+func (m *MigratingJoinState) reserve(n int64) {
+	if m.pool == nil {
+		return
+	}
+	if m.res == nil {
+		m.res, _ = m.pool.Reserve(0)
+	}
+	if m.res.Grow(n) {
+		return
+	}
+	if m.pressure != nil && m.pressure() == nil && m.res.Grow(n) {
+		return
+	}
+	m.stats.PoolRefusals++
+}
+
+// convertProbed looks up the buckets of the probed keys (both sides) and
+// converts the found ones into the scratch state.
+func (m *MigratingJoinState) convertProbed(probes []recordstore.Probe) error {
+	var keys [][]byte
+	for _, p := range probes {
+		kg := recordstore.KeyGroupOf(p.Key, m.maxP)
+		for _, side := range [2]recordstore.Side{recordstore.Left, recordstore.Right} {
+			m.scr = recordstore.AppendGroupPrefix(m.scr[:0], m.width, kg, side, p.Key)
+			if m.probed[string(m.scr)] {
+				continue
+			}
+			k := append([]byte(nil), m.scr...)
+			m.probed[string(k)] = true
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	m.stats.Lookups += int64(len(keys))
+	b := m.scratch.NewBatch()
+	defer b.Close()
+	var ferr error
+	err := m.be.MultiGet(m.bst, keys, func(i int, v []byte, ok bool) {
+		if !ok || ferr != nil {
+			return
+		}
+		m.reserve(int64(2*len(v) + 64))
+		_, err := m.conv.ConvertBucket(keys[i], v, func(_ *Bucket, _ *recordstore.LogicalRow, rk, rv []byte) error {
+			b.Put(0, rk, rv)
+			m.rows++
+			return nil
+		})
+		if err != nil {
+			ferr = fmt.Errorf("migrate: online: %w", err)
+			return
+		}
+		m.routed[string(keys[i])] = true
+		m.buckets = append(m.buckets, keys[i])
+	})
+	if err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return err
+	}
+	if b.Len() > 0 {
+		return b.Commit()
+	}
+	return nil
+}
+
+// Commit writes the bundle: the converted groups' records and the deletion
+// of their buckets go into the same atomic batch as the bundle's other
+// writes.
+func (m *MigratingJoinState) Commit() error {
+	if len(m.routed) == 0 {
+		err := m.JoinState.Commit()
+		m.reset()
+		return err
+	}
+	defer m.reset()
+	if err := m.sjs.Commit(); err != nil {
+		m.JoinState.Abort()
+		return fmt.Errorf("migrate: converted groups: %w", err)
+	}
+	m.pend = m.pend[:0]
+	err := m.scratch.Scan(0, nil, nil, func(k, v []byte) bool {
+		m.pend = append(m.pend, pendingWrite{st: m.rst, k: append([]byte(nil), k...), v: append([]byte(nil), v...)})
+		return true
+	})
+	if err != nil {
+		m.JoinState.Abort()
+		return err
+	}
+	for _, k := range m.buckets {
+		m.pend = append(m.pend, pendingWrite{st: m.bst, k: k, delete: true})
+	}
+	m.preload = true
+	if err := m.JoinState.Commit(); err != nil {
+		return err
+	}
+	if m.preload {
+		return errors.New("migrate: the record state committed without a batch")
+	}
+	m.stats.Batches++
+	m.stats.KeysMigrated += int64(len(m.buckets))
+	m.stats.RowsMigrated += m.rows
+	if m.stats.KeysMigrated-m.checked >= 1024 {
+		// now and then: has the last bucket gone? (then lookups stop)
+		m.checked = m.stats.KeysMigrated
+		return m.checkLeft()
+	}
+	return nil
+}
+
+// Abort discards the bundle; its keys' buckets stay.
+func (m *MigratingJoinState) Abort() {
+	m.JoinState.Abort()
+	if len(m.routed) > 0 {
+		m.sjs.Abort()
+	}
+	m.reset()
+}
+
+// state is the join state serving (side, key) in the open bundle.
+func (m *MigratingJoinState) state(side recordstore.Side, key []byte) recordstore.JoinState {
+	if len(m.routed) > 0 {
+		m.scr = recordstore.AppendGroupPrefix(m.scr[:0], m.width, recordstore.KeyGroupOf(key, m.maxP), side, key)
+		if m.routed[string(m.scr)] {
+			return m.sjs
+		}
+	}
+	return m.JoinState
+}
+
+// sweep converts the given keys' buckets outside a bundle, in batches of
+// their own (pool-bounded; a bucket's records and its deletion always
+// share a batch).
+func (m *MigratingJoinState) sweep(probes []recordstore.Probe) error {
 	var keys [][]byte
 	for _, p := range probes {
 		kg := recordstore.KeyGroupOf(p.Key, m.maxP)
@@ -221,7 +495,7 @@ func (m *MigratingJoinState) Sweep(maxKeys int) (int, error) {
 	}
 	before := m.stats.KeysMigrated
 	clear(m.probed)
-	if err := m.migrate(probes); err != nil {
+	if err := m.sweep(probes); err != nil {
 		return int(m.stats.KeysMigrated - before), err
 	}
 	clear(m.probed)
@@ -256,7 +530,7 @@ func (m *MigratingJoinState) Count(side recordstore.Side, key, row []byte) (int6
 	if err := m.guard(side, key); err != nil {
 		return 0, err
 	}
-	return m.JoinState.Count(side, key, row)
+	return m.state(side, key).Count(side, key, row)
 }
 
 // Visit is the record state's Visit after the key's migration.
@@ -264,7 +538,7 @@ func (m *MigratingJoinState) Visit(side recordstore.Side, key []byte, fn func(ro
 	if err := m.guard(side, key); err != nil {
 		return err
 	}
-	return m.JoinState.Visit(side, key, fn)
+	return m.state(side, key).Visit(side, key, fn)
 }
 
 // Add is the record state's Add after the key's migration.
@@ -272,7 +546,7 @@ func (m *MigratingJoinState) Add(side recordstore.Side, key, row []byte, delta i
 	if err := m.guard(side, key); err != nil {
 		return 0, err
 	}
-	return m.JoinState.Add(side, key, row, delta)
+	return m.state(side, key).Add(side, key, row, delta)
 }
 
 // Logical visits the logical content of both layouts merged in key order:

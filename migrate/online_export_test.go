@@ -1,0 +1,358 @@
+//go:build cgo
+
+package migrate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"path/filepath"
+	"reflect"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/linxGnu/grocksdb"
+	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/engine/canonical"
+	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/engine/rowcodec"
+	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/recordstore"
+	"github.com/sfstate/sfstate/s3"
+)
+
+var (
+	exKey   = []keygroups.FieldType{keygroups.TypeInt}
+	exSides = &engine.JoinSides{
+		Left:  engine.RowType(keygroups.TypeInt, keygroups.TypeBigInt, keygroups.TypeString),
+		Right: engine.RowType(keygroups.TypeInt, keygroups.TypeString, keygroups.TypeDouble),
+	}
+	exTTL = 40 * time.Millisecond
+)
+
+// exSchema describes the join states declared on a backend.
+func exSchema(descs []engine.StateDesc) *engine.Schema {
+	s := &engine.Schema{Key: engine.RowType(exKey...)}
+	for _, d := range descs {
+		s.States = append(s.States, engine.StateSchema{Name: d.Name, Kind: d.Kind, Namespace: engine.VoidType, TTL: d.TTL, Join: exSides})
+	}
+	return s
+}
+
+type exGen struct {
+	t      testing.TB
+	rng    *rand.Rand
+	lc, rc *rowcodec.Codec
+	keys   int
+}
+
+func newExGen(t testing.TB, seed uint64, keys int) *exGen {
+	g := &exGen{t: t, rng: rand.New(rand.NewPCG(seed, seed^0x9e37)), keys: keys}
+	for i, ty := range []engine.Type{exSides.Left, exSides.Right} {
+		as, err := ty.ArrowSchema()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := rowcodec.NewCodec(as)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			g.lc = c
+		} else {
+			g.rc = c
+		}
+	}
+	return g
+}
+
+// bundle returns n random join inputs with valid rows.
+func (g *exGen) bundle(n int) []recordstore.Input {
+	var in []recordstore.Input
+	for i := 0; i < n; i++ {
+		k := int32(g.rng.IntN(g.keys))
+		key, err := keygroups.BuildRow(exKey, []any{k})
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		side := recordstore.Side(g.rng.IntN(2))
+		v := g.rng.IntN(6)
+		var row []byte
+		if side == recordstore.Left {
+			row, err = g.lc.EncodeRow(nil, 0, []any{k, int64(v), fmt.Sprintf("l%d-%d", k, v)})
+		} else {
+			row, err = g.rc.EncodeRow(nil, 0, []any{k, fmt.Sprintf("r%d-%d", k, v), float64(v) / 4})
+		}
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		kind := recordstore.Insert
+		if g.rng.IntN(4) == 0 {
+			kind = recordstore.Delete
+		}
+		in = append(in, recordstore.Input{Side: side, Kind: kind, Key: key, Row: row[8:]})
+	}
+	return in
+}
+
+// exportBytes writes a canonical savepoint of one subtask and returns the
+// bytes of its keyed-state stream and the entry count.
+func exportBytes(t *testing.T, st canonical.Subtask) ([]byte, int64) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := s3.NewLocal(filepath.Join(t.TempDir(), "sp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := canonical.Operator{UID: "join", Parallelism: 1, MaxParallelism: st.Operator.Layout().MaxParallelism, Subtasks: []canonical.Subtask{st}}
+	_, stats, err := canonical.Export(ctx, []canonical.Operator{op}, store, canonical.ExportOptions{Dir: "sp", InlineThreshold: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := store.List(ctx, "sp/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, o := range objs {
+		if !strings.HasSuffix(o.Key, "/_metadata") {
+			names = append(names, o.Key)
+		}
+	}
+	if len(names) != 1 {
+		t.Fatalf("savepoint has %d stream files, want 1: %v", len(names), names)
+	}
+	rc, err := store.Get(ctx, names[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	b, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, stats.Entries
+}
+
+// TestOnlineCanonicalSavepoint: a random join history in the bucket
+// layout; one copy runs bundles through a MigratingJoinState (some keys
+// migrate), the other runs the same bundles in the bucket layout without
+// any migration. Canonical savepoints of both, before and after the
+// bundles, and of a checkpoint of the mixed state restored, have
+// byte-identical keyed-state streams; the pool is empty between bundles.
+func TestOnlineCanonicalSavepoint(t *testing.T) {
+	for _, kind := range []string{"heap", "rocksdb"} {
+		t.Run(kind, func(t *testing.T) {
+			clock := engine.NewManualClock(5_000_000)
+			both := bothStates(exTTL)
+			bucketOnly := both[:1]
+			beA := openBackend(t, kind, 128, clock, both)
+			beB := openBackend(t, kind, 128, clock, bucketOnly)
+			hA, err := recordstore.Open(recordstore.LayoutBucket, beA, recordstore.Options{Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hB, err := recordstore.Open(recordstore.LayoutBucket, beB, recordstore.Options{Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gen := newExGen(t, 21, 60)
+			jhA, jhB := recordstore.NewJoin(hA, recordstore.JoinOptions{}), recordstore.NewJoin(hB, recordstore.JoinOptions{})
+			for b := 0; b < 40; b++ {
+				in := gen.bundle(1 + gen.rng.IntN(25))
+				runJoin(t, jhA, in)
+				runJoin(t, jhB, in)
+				clock.Advance(time.Duration(gen.rng.IntN(4)) * time.Millisecond)
+			}
+			subA := func(be engine.Backend) canonical.Subtask {
+				st, err := MergedSubtask(canonical.Subtask{Operator: engine.NewOperator(be, clock), Schema: exSchema(both)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return st
+			}
+			subB := canonical.Subtask{Operator: engine.NewOperator(beB, clock), Schema: exSchema(bucketOnly)}
+			a0, n0 := exportBytes(t, subA(beA))
+			if b0, _ := exportBytes(t, subB); !bytes.Equal(a0, b0) || n0 == 0 {
+				t.Fatalf("savepoints before the migration differ (%d vs %d bytes, %d entries)", len(a0), len(b0), n0)
+			}
+
+			pool := engine.NewPool(2 << 10)
+			ms, err := NewMigratingJoinState(beA, recordstore.Options{Clock: clock, Pool: pool})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ms.Close()
+			jA, jB := recordstore.NewJoin(ms, recordstore.JoinOptions{Pool: pool}), recordstore.NewJoin(hB, recordstore.JoinOptions{})
+			for b := 0; b < 6; b++ {
+				in := gen.bundle(1 + gen.rng.IntN(8))
+				if oa, ob := runJoin(t, jA, in), runJoin(t, jB, in); !reflect.DeepEqual(oa, ob) {
+					t.Fatalf("bundle %d: outputs differ (%d vs %d rows)", b, len(oa), len(ob))
+				}
+				if pool.Used() != 0 {
+					t.Fatalf("pool holds %d bytes between bundles", pool.Used())
+				}
+				clock.Advance(time.Duration(gen.rng.IntN(3)) * time.Millisecond)
+			}
+			st := ms.OnlineStats()
+			left := countEntries(t, beA, recordstore.BucketStateName)
+			if st.KeysMigrated == 0 || left == 0 || countEntries(t, beA, recordstore.RecordStateName) == 0 {
+				t.Fatalf("stats %+v, %d buckets left: expected a partial migration", st, left)
+			}
+			a1, n1 := exportBytes(t, subA(beA))
+			b1, _ := exportBytes(t, subB)
+			if !bytes.Equal(a1, b1) || n1 == 0 {
+				t.Fatalf("mid-migration savepoint differs from the unmigrated one (%d vs %d bytes)", len(a1), len(b1))
+			}
+			if bytes.Equal(a0, a1) {
+				t.Fatal("the bundles changed nothing: the comparison is vacuous")
+			}
+			if kind != "rocksdb" {
+				return
+			}
+			// checkpoint + restore of the mixed state: same savepoint, and
+			// the restored state keeps migrating
+			ctx := context.Background()
+			store, _ := s3.NewLocal(filepath.Join(t.TempDir(), "chk"))
+			if _, err := checkpoint.New(store, checkpoint.Options{}).TakeSync(ctx, []engine.Backend{beA}, 1); err != nil {
+				t.Fatal(err)
+			}
+			rb, _, err := checkpoint.Restore(ctx, store, 1, beA.Layout().Range, filepath.Join(t.TempDir(), "r"), checkpoint.RestoreOptions{Rocks: engine.RocksOptions{Clock: clock}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rb.Close()
+			if ar, _ := exportBytes(t, subA(rb)); !bytes.Equal(ar, b1) {
+				t.Fatal("savepoint of the restored mixed state differs")
+			}
+			rs, err := NewMigratingJoinState(rb, recordstore.Options{Clock: clock, Pool: pool})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rs.Close()
+			jr := recordstore.NewJoin(rs, recordstore.JoinOptions{})
+			for b := 0; b < 4; b++ {
+				in := gen.bundle(10)
+				if or, ob := runJoin(t, jr, in), runJoin(t, jB, in); !reflect.DeepEqual(or, ob) {
+					t.Fatalf("restored bundle %d: outputs differ", b)
+				}
+			}
+			if rs.OnlineStats().KeysMigrated == 0 {
+				t.Fatal("the restored state migrated nothing")
+			}
+			ar, _ := exportBytes(t, subA(rb))
+			if br, _ := exportBytes(t, subB); !bytes.Equal(ar, br) {
+				t.Fatal("savepoint after restored bundles differs")
+			}
+			if pool.Used() != 0 {
+				t.Fatalf("pool holds %d bytes", pool.Used())
+			}
+		})
+	}
+}
+
+// countingBackend counts committed batches and can fail them.
+type countingBackend struct {
+	engine.Backend
+	commits int
+	fail    bool
+}
+
+func (c *countingBackend) DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle) {
+	if rh, ok := c.Backend.(rocksHandle); ok {
+		return rh.DB()
+	}
+	return nil, nil
+}
+
+func (c *countingBackend) NewBatch() engine.Batch { return &countingBatch{c.Backend.NewBatch(), c} }
+
+type countingBatch struct {
+	engine.Batch
+	c *countingBackend
+}
+
+var errCommitFail = errors.New("injected commit failure")
+
+func (b *countingBatch) Commit() error {
+	if b.c.fail {
+		return errCommitFail
+	}
+	b.c.commits++
+	return b.Batch.Commit()
+}
+
+func sortedEntries(t testing.TB, be engine.Backend) []string {
+	var out []string
+	for st := range be.States() {
+		if err := be.Scan(st, nil, nil, func(k, v []byte) bool {
+			out = append(out, fmt.Sprintf("%d %x %x", st, k, v))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestOnlineMigrationInBundleWrite: a bundle that converts keys and writes
+// commits exactly one batch (conversion and bundle writes together); a
+// failed commit or an abort leaves every stored entry as it was.
+func TestOnlineMigrationInBundleWrite(t *testing.T) {
+	for _, kind := range []string{"heap", "rocksdb"} {
+		t.Run(kind, func(t *testing.T) {
+			clock := engine.NewManualClock(5_000_000)
+			raw := openBackend(t, kind, 128, clock, bothStates(0))
+			hs, err := recordstore.Open(recordstore.LayoutBucket, raw, recordstore.Options{Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gen := newExGen(t, 5, 30)
+			jh := recordstore.NewJoin(hs, recordstore.JoinOptions{})
+			for b := 0; b < 20; b++ {
+				runJoin(t, jh, gen.bundle(20))
+			}
+			be := &countingBackend{Backend: raw}
+			ms, err := NewMigratingJoinState(be, recordstore.Options{Clock: clock, Pool: engine.NewPool(1 << 20)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ms.Close()
+			j := recordstore.NewJoin(ms, recordstore.JoinOptions{})
+			before := sortedEntries(t, raw)
+			in := gen.bundle(10)
+			// a failed bundle write: nothing changes, nothing counts
+			be.fail = true
+			if err := j.ProcessBundle(in, func([]recordstore.Output) error { return nil }); !errors.Is(err, errCommitFail) {
+				t.Fatalf("commit error %v", err)
+			}
+			if got := sortedEntries(t, raw); !reflect.DeepEqual(before, got) || ms.OnlineStats().KeysMigrated != 0 {
+				t.Fatalf("a failed bundle changed the store or the stats (%+v)", ms.OnlineStats())
+			}
+			// an aborted bundle (the consumer fails)
+			be.fail = false
+			if err := j.ProcessBundle(in, func([]recordstore.Output) error { return io.ErrUnexpectedEOF }); err == nil {
+				// no output at all is possible; then the bundle committed
+				t.Log("bundle produced no output")
+			} else if got := sortedEntries(t, raw); !reflect.DeepEqual(before, got) {
+				t.Fatal("an aborted bundle changed the store")
+			}
+			buckets := countEntries(t, raw, recordstore.BucketStateName)
+			be.commits = 0
+			runJoin(t, j, in)
+			st := ms.OnlineStats()
+			if st.KeysMigrated == 0 || countEntries(t, raw, recordstore.BucketStateName) != buckets-int(st.KeysMigrated) {
+				t.Fatalf("stats %+v, buckets %d -> %d", st, buckets, countEntries(t, raw, recordstore.BucketStateName))
+			}
+			if be.commits != 1 {
+				t.Fatalf("the bundle committed %d batches, want 1 (conversion inside the bundle write)", be.commits)
+			}
+		})
+	}
+}
