@@ -27,7 +27,6 @@ import (
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
-	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 )
 
 // WriteMode selects how migrated records reach the output RocksDB.
@@ -1237,23 +1236,11 @@ func (r *run) putFile(key, file string) (s3.Written, error) {
 	if err := r.step(); err != nil {
 		return s3.Written{}, err
 	}
-	f, err := os.Open(file)
+	w, err := checkpoint.PutFile(r.ctx, r.dst, key, file)
 	if err != nil {
-		return s3.Written{}, err
-	}
-	defer f.Close()
-	h := crc32.New(s3.Castagnoli)
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return s3.Written{}, err
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return s3.Written{}, err
-	}
-	if err := r.dst.Put(r.ctx, key, f, n); err != nil {
 		return s3.Written{}, fmt.Errorf("upload %s to %s: %w", filepath.Base(file), r.dst, err)
 	}
-	return s3.Written{Key: key, Size: n, CRC: h.Sum32()}, nil
+	return w, nil
 }
 
 // reference carries source object key over to the destination under the
@@ -1328,7 +1315,7 @@ func (r *run) publish(md *savepoint.Metadata, subs []checkpoint.Subtask, uploade
 		return err
 	}
 	op := md.Operators[0]
-	root := storeURI(r.dst.String())
+	root := checkpoint.StoreURI(r.dst.String())
 	dir := checkpoint.Dir(r.id) + "/"
 	bySub := map[int]*checkpoint.Subtask{}
 	for i := range subs {
@@ -1420,29 +1407,17 @@ func (r *run) removeOrphans(subs []checkpoint.Subtask) error {
 // metaStream is the meta-state header listing the output states with byte
 // array serializers (as native checkpoints write by default).
 func (r *run) metaStream() ([]byte, error) {
-	h := flinkwrite.Header{KeySerializer: flinkwrite.BytesSnapshot}
-	for _, s := range r.states {
+	descs := make([]engine.StateDesc, len(r.states))
+	for i, s := range r.states {
 		k := engine.KindValue
 		for kk := engine.KindValue; kk <= engine.KindPriorityQueue; kk++ {
 			if kk.String() == s.Kind {
 				k = kk
 			}
 		}
-		mi, err := checkpoint.ByteArrayStateMeta(engine.StateDesc{Name: s.Name, Kind: k, TTL: time.Duration(s.TTLMillis) * time.Millisecond})
-		if err != nil {
-			return nil, err
-		}
-		h.States = append(h.States, mi)
+		descs[i] = engine.StateDesc{Name: s.Name, Kind: k, TTL: time.Duration(s.TTLMillis) * time.Millisecond}
 	}
-	return flinkwrite.AppendHeader(nil, h)
-}
-
-func storeURI(s string) string {
-	s = strings.TrimSuffix(s, "/")
-	if strings.Contains(s, "://") || strings.HasPrefix(s, "mem:") {
-		return s
-	}
-	return "file:" + s
+	return checkpoint.MetaStream(descs, &checkpoint.Options{})
 }
 
 // MarshalJSON encodes the digest as a list of (side, key group, stats).

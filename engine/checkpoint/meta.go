@@ -34,9 +34,11 @@ func ByteArrayStateMeta(s engine.StateDesc) (flinkwrite.StateMetaInfo, error) {
 	return flinkwrite.StateMetaInfo{}, fmt.Errorf("checkpoint: state %q has unknown kind %v", s.Name, s.Kind)
 }
 
-// metaStream is the KeyedBackendSerializationProxy header of a native
-// checkpoint: the states in state-id order (column family order).
-func metaStream(states []engine.StateDesc, o *Options) ([]byte, error) {
+// MetaStream is the KeyedBackendSerializationProxy header of a native
+// checkpoint: the states in state-id order (column family order), each
+// described by o.StateMeta (byte arrays when nil) under o.KeySerializer
+// (byte arrays when nil).
+func MetaStream(states []engine.StateDesc, o *Options) ([]byte, error) {
 	h := flinkwrite.Header{KeySerializer: o.KeySerializer}
 	if h.KeySerializer == nil {
 		h.KeySerializer = flinkwrite.BytesSnapshot
@@ -55,8 +57,10 @@ func metaStream(states []engine.StateDesc, o *Options) ([]byte, error) {
 	return flinkwrite.AppendHeader(nil, h)
 }
 
-// storeURI is the store root as a URI prefix for absolute handles.
-func storeURI(s string) string {
+// StoreURI is a store root (a local directory or a URI) as the URI prefix
+// of absolute handles: URIs and mem: stores as they are, directories as
+// file: URIs.
+func StoreURI(s string) string {
 	s = strings.TrimSuffix(s, "/")
 	if strings.Contains(s, "://") || strings.HasPrefix(s, "mem:") {
 		return s
@@ -88,7 +92,7 @@ func buildMetadata(m *Manifest, o *Options, storeName string, meta []byte, uploa
 		}
 	}
 	op := &savepoint.OperatorState{ID: opID, Parallelism: int32(parallelism), MaxParallelism: int32(m.MaxParallelism)}
-	root := storeURI(storeName)
+	root := StoreURI(storeName)
 	dir := Dir(m.CheckpointID) + "/"
 	for i, s := range m.Subtasks {
 		h := &savepoint.IncrementalHandle{

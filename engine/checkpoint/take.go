@@ -378,7 +378,7 @@ func (c *Checkpointer) publish(ctx context.Context, id int64, locals []*localSub
 			i, name := i, name
 			key := fmt.Sprintf("%s/task-%d/%s", Dir(id), l.index, name)
 			g.Go(func() error {
-				w, err := putFile(gctx, c.store, key, filepath.Join(l.dir, name))
+				w, err := PutFile(gctx, c.store, key, filepath.Join(l.dir, name))
 				if err != nil {
 					return fmt.Errorf("checkpoint %d, subtask %d: upload %s: %w", id, l.index, name, err)
 				}
@@ -426,7 +426,7 @@ func (c *Checkpointer) publish(ctx context.Context, id int64, locals []*localSub
 			uploadedPer[l.index] += f.Size
 		}
 	}
-	meta, err := metaStream(states, &c.opts)
+	meta, err := MetaStream(states, &c.opts)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %d: meta-state stream: %w", id, err)
 	}
@@ -466,7 +466,7 @@ func (c *Checkpointer) uploadShared(ctx context.Context, l *localSubtask, o *sha
 		}
 		close(o.done)
 	}()
-	w, err := putFile(ctx, c.store, o.key, file)
+	w, err := PutFile(ctx, c.store, o.key, file)
 	if err != nil {
 		return fmt.Errorf("upload %s: %w", file, err)
 	}
@@ -477,9 +477,10 @@ func (c *Checkpointer) uploadShared(ctx context.Context, l *localSubtask, o *sha
 	return nil
 }
 
-// putFile computes the CRC-32C of a local file, then uploads it from a
-// seekable file handle (so a retrying store can replay the body).
-func putFile(ctx context.Context, st s3.Storage, key, file string) (s3.Written, error) {
+// PutFile computes the CRC-32C of a local file, then uploads it to st
+// under key from a seekable file handle (so a retrying store can replay
+// the body). The returned Written carries the size and CRC-32C.
+func PutFile(ctx context.Context, st s3.Storage, key, file string) (s3.Written, error) {
 	f, err := os.Open(file)
 	if err != nil {
 		return s3.Written{}, err
