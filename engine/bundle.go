@@ -5,7 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
+	"strings"
 )
 
 // KeyRef names one stored key of one state.
@@ -25,7 +26,8 @@ type entry struct {
 	present bool   // a live value exists (after this bundle's updates)
 	stored  bool   // the backend holds some value for the key (live or expired)
 	dirty   bool
-	before  bool // a live value existed when the bundle first read the key
+	before  bool   // a live value existed when the bundle first read the key
+	key     string // the stored key (shares the working map's key string)
 }
 
 // BundleStats counts one bundle's traffic.
@@ -56,10 +58,10 @@ type Bundle struct {
 	scratch  [][]byte
 	scratchS []int
 	misses   []missRef
-	dirtyN   map[int]int // dirty entries per state
+	dirtyN   []int // dirty entries per state id
 	chunks   [][]entry
 	chunk    int
-	dirty    []dirtyRef
+	dirty    []dirtyRef // dirty entries in the order they were first written
 	winners  map[int]*WinnerCache
 }
 
@@ -150,6 +152,7 @@ func (b *Bundle) hydrate(refs []KeyRef, one *State, keys [][]byte) error {
 			return
 		}
 		e := b.newEntry()
+		e.key = bk.k
 		b.entries[bk] = e
 		if wc := b.winners[s.id]; wc != nil {
 			if w, ok := wc.get(k); ok {
@@ -275,7 +278,8 @@ func (b *Bundle) lookup(s *State, key []byte) (*entry, error) {
 	}
 	b.stats.PointReads++
 	e := b.newEntry()
-	b.entries[bkey{s.id, string(key)}] = e
+	e.key = string(key)
+	b.entries[bkey{s.id, e.key}] = e
 	var derr error
 	if err := b.op.be.MultiGet(s.id, [][]byte{key}, func(_ int, v []byte, found bool) { derr = b.fill(s, e, v, found) }); err != nil {
 		return nil, err
@@ -305,6 +309,7 @@ func (b *Bundle) entryFor(s *State, key []byte) *entry {
 		// Blind write: no read needed. Assume the backend may hold a value.
 		e = b.newEntry()
 		e.stored = true
+		e.key = k.k
 		b.entries[k] = e
 	}
 	return e
@@ -327,10 +332,11 @@ func (b *Bundle) Put(s *State, key, payload []byte) error {
 func (b *Bundle) markDirty(s *State, e *entry) {
 	if !e.dirty {
 		e.dirty = true
-		if b.dirtyN == nil {
-			b.dirtyN = map[int]int{}
+		for len(b.dirtyN) <= s.id {
+			b.dirtyN = append(b.dirtyN, 0)
 		}
 		b.dirtyN[s.id]++
+		b.dirty = append(b.dirty, dirtyRef{bkey{s.id, e.key}, e})
 	}
 }
 
@@ -456,7 +462,7 @@ func (b *Bundle) Iterate(s *State, prefix []byte, fn func(userKey, payload []byt
 	if !b.active {
 		return ErrNoBundle
 	}
-	if b.dirtyN[s.id] == 0 {
+	if s.id >= len(b.dirtyN) || b.dirtyN[s.id] == 0 {
 		// Nothing of this state changed in the bundle: the backend is the
 		// truth (hydrated clean entries equal it); stream it.
 		return b.scanLive(s, prefix, fn)
@@ -501,7 +507,7 @@ func (b *Bundle) Iterate(s *State, prefix []byte, fn func(userKey, payload []byt
 	for k, v := range merged {
 		out = append(out, kv{k, v})
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].k < out[j].k })
+	slices.SortFunc(out, func(x, y kv) int { return strings.Compare(x.k, y.k) })
 	for _, e := range out {
 		if !fn([]byte(e.k[len(prefix):]), e.v) {
 			break
@@ -552,19 +558,23 @@ func (b *Bundle) Commit() error {
 		b.batch = b.op.be.NewBatch()
 	}
 	// Write in key order: sorted inserts keep the memtable's skip-list walk
-	// cache-friendly, and the batch is the same whatever the map order.
+	// cache-friendly, and the batch is the same whatever the write order.
+	// The dirty list is kept as writes arrive, so no pass over the working
+	// map is needed, and an already ordered list (keys written in order) is
+	// not sorted again.
 	dirty := b.dirty[:0]
-	for k, e := range b.entries {
-		if e.dirty && (e.present || e.stored) {
-			dirty = append(dirty, dirtyRef{k, e})
+	sorted := true
+	for _, d := range b.dirty {
+		if d.e.present || d.e.stored {
+			if n := len(dirty); n > 0 && sorted && compareDirty(dirty[n-1], d) > 0 {
+				sorted = false
+			}
+			dirty = append(dirty, d)
 		}
 	}
-	sort.Slice(dirty, func(i, j int) bool {
-		if dirty[i].k.st != dirty[j].k.st {
-			return dirty[i].k.st < dirty[j].k.st
-		}
-		return dirty[i].k.k < dirty[j].k.k
-	})
+	if !sorted {
+		slices.SortFunc(dirty, compareDirty)
+	}
 	writes := 0
 	for _, d := range dirty {
 		e := d.e
@@ -585,6 +595,13 @@ func (b *Bundle) Commit() error {
 	}
 	b.abort()
 	return err
+}
+
+func compareDirty(a, b dirtyRef) int {
+	if a.k.st != b.k.st {
+		return a.k.st - b.k.st
+	}
+	return strings.Compare(a.k.k, b.k.k)
 }
 
 func (b *Bundle) admitWinners(written bool) {

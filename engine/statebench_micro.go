@@ -203,14 +203,15 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 			d.do(r, p, i)
 		}
 		c1, t1 := threadCPU(), time.Now()
-		keys = keys[:0]
-		for i := lo; i < hi; i++ {
-			d.keys(r, i, func(k []byte) { keys = append(keys, k) })
-		}
 		if err := b.Begin(nil); err != nil {
 			return res, err
 		}
 		if !d.fresh {
+			// Blind writes need no read, so their keys are not gathered.
+			keys = keys[:0]
+			for i := lo; i < hi; i++ {
+				d.keys(r, i, func(k []byte) { keys = append(keys, k) })
+			}
 			if err := b.Hydrate(st, keys); err != nil {
 				return res, err
 			}
