@@ -356,3 +356,110 @@ func TestOnlineMigrationInBundleWrite(t *testing.T) {
 		})
 	}
 }
+
+// TestMergedView: the view's record state equals the records of a fully
+// migrated copy, through full and bounded scans and point reads; it is
+// read-only and drops the bucket state.
+func TestMergedView(t *testing.T) {
+	for _, kind := range []string{"heap", "rocksdb"} {
+		t.Run(kind, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			clock := engine.NewManualClock(1_000_000)
+			be := openBackend(t, kind, 128, clock, bothStates(0))
+			history(t, rng, be, clock, 40, 30)
+			ref := openBackend(t, "heap", 128, clock, bothStates(0))
+			if _, err := MigrateBackend(be, ref, BackendOptions{KeepBuckets: true}); err != nil {
+				t.Fatal(err)
+			}
+			ms, err := NewMigratingJoinState(be, recordstore.Options{Clock: clock})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ms.Close()
+			if _, err := ms.Sweep(9); err != nil { // some keys migrated
+				t.Fatal(err)
+			}
+			rst, _ := StateID(ref, recordstore.RecordStateName)
+			var want [][2][]byte
+			if err := ref.Scan(rst, nil, nil, func(k, v []byte) bool {
+				want = append(want, [2][]byte{append([]byte(nil), k...), append([]byte(nil), v...)})
+				return true
+			}); err != nil {
+				t.Fatal(err)
+			}
+			if countEntries(t, be, recordstore.BucketStateName) == 0 || countEntries(t, be, recordstore.RecordStateName) == 0 || len(want) == 0 {
+				t.Fatal("state is not mixed")
+			}
+			v, err := NewMergedView(be)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(v.States()) != 1 || v.States()[0].Name != recordstore.RecordStateName {
+				t.Fatalf("view states %v", v.States())
+			}
+			scan := func(lo, hi []byte, limit int) [][2][]byte {
+				var got [][2][]byte
+				if err := v.Scan(0, lo, hi, func(k, val []byte) bool {
+					got = append(got, [2][]byte{append([]byte(nil), k...), append([]byte(nil), val...)})
+					return limit <= 0 || len(got) < limit
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			if got := scan(nil, nil, 0); !reflect.DeepEqual(got, want) {
+				t.Fatalf("full scan: %d entries, want %d", len(got), len(want))
+			}
+			for i := 0; i < 30; i++ {
+				a, b := rng.IntN(len(want)+1), rng.IntN(len(want)+1)
+				if a > b {
+					a, b = b, a
+				}
+				var lo, hi []byte
+				if a < len(want) {
+					lo = want[a][0]
+				}
+				if b < len(want) {
+					hi = want[b][0]
+				}
+				exp := want[a:b]
+				if hi == nil {
+					exp = want[a:]
+				}
+				if lo == nil {
+					exp = nil
+					lo = []byte{0xff, 0xff, 0xff}
+				}
+				if got := scan(lo, hi, 0); len(got) != len(exp) || (len(exp) > 0 && !reflect.DeepEqual(got, exp)) {
+					t.Fatalf("scan [%x, %x): %d entries, want %d", lo, hi, len(got), len(exp))
+				}
+				if n := 1 + rng.IntN(5); len(scan(nil, nil, n)) != min(n, len(want)) {
+					t.Fatalf("scan stopped after %d does not stop", n)
+				}
+			}
+			keys := [][]byte{append(append([]byte(nil), want[0][0]...), 0xee)}
+			for _, e := range want {
+				keys = append(keys, e[0])
+			}
+			err = v.MultiGet(0, keys, func(i int, val []byte, ok bool) {
+				if i == 0 {
+					if ok {
+						t.Error("absent key found")
+					}
+					return
+				}
+				if !ok || !bytes.Equal(val, want[i-1][1]) {
+					t.Errorf("MultiGet %x: %x %v, want %x", keys[i], val, ok, want[i-1][1])
+				}
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := v.NewBatch()
+			b.Put(0, []byte("k"), []byte("v"))
+			if err := b.Commit(); !errors.Is(err, ErrReadOnlyView) || !errors.Is(v.DeleteRange(0, nil, nil), ErrReadOnlyView) {
+				t.Fatal("the view accepted a write")
+			}
+		})
+	}
+}

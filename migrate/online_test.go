@@ -84,7 +84,7 @@ func TestOnlineMigration(t *testing.T) {
 			if _, err := MigrateBackend(be, ref, BackendOptions{KeepBuckets: true}); err != nil {
 				t.Fatal(err)
 			}
-			pool := engine.NewPool(4 << 10) // small: several batches per bundle
+			pool := engine.NewPool(4 << 10) // small: some conversions are refused and counted
 			ms, err := NewMigratingJoinState(be, recordstore.Options{Clock: clock, Pool: pool})
 			if err != nil {
 				t.Fatal(err)
