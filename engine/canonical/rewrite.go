@@ -25,18 +25,23 @@ type RewriteOptions struct {
 }
 
 // Rewrite copies a canonical savepoint into dst/o.Dir through the reader
-// and the writer: every canonical keyed stream is decoded entry by entry
-// (key and value bytes as framed) and written again by
-// flinkwrite.KeyedWriter with the header kept as read, with new key-group
-// offsets; operator-state streams are copied byte for byte; inline streams
+// and the writer: every canonical keyed stream is written again by
+// flinkwrite.KeyedWriter with the header kept as read. Each key-group
+// block is decoded entry by entry (Snappy checksums included) and, when it
+// decodes to exactly its extent in the source (up to the next key group's
+// offset or the stream end), its original bytes are copied verbatim
+// (AddRawBlock), compressed frames included; otherwise its entries are
+// written again (key and value bytes as framed). Operator-state streams are copied byte for byte; inline streams
 // stay inline; files keep their names and are referenced relatively
 // (absolute file handles become relative handles to the copy). The
 // metadata is re-encoded from the parsed model (same version, trailer
 // kept) and written last with PutIfAbsent. For savepoints written by
-// Flink without compression the result is byte-identical; compressed
-// blocks decompress to identical bytes. Native handles fail.
+// Flink the result is byte-identical, compressed or not. Native handles
+// fail, and so does any block that does not decode; metadata is then not
+// written.
 func Rewrite(ctx context.Context, src *savepoint.Savepoint, dst s3.Storage, o RewriteOptions) (*savepoint.Metadata, error) {
 	rw := &rewriter{src: src, dst: dst, o: o, copied: map[string]*savepoint.StreamHandle{}, used: map[string]bool{}}
+	rw.indexOffsets()
 	md := *src.Meta
 	md.Operators = nil
 	for _, op := range src.Meta.Operators {
@@ -89,6 +94,12 @@ type rewriter struct {
 	copied  map[string]*savepoint.StreamHandle
 	used    map[string]bool // destination file names taken
 	br      keyed.BlockReader
+	snappy  *keyed.SnappyReader
+	block   []byte
+	// offsets lists, per source keyed file, every key-group offset any
+	// handle of the savepoint gives into it (sorted, distinct): a block
+	// runs from its offset to the next one, or to the end of the stream.
+	offsets map[string][]int64
 }
 
 // fileName names the copy of a file handle's stream: the source file's
@@ -180,16 +191,13 @@ func (rw *rewriter) keyedHandle(ctx context.Context, op *savepoint.OperatorState
 	if err != nil {
 		return nil, err
 	}
-	ropts := keyed.ReadOptions{MaxParallelism: maxP, Mode: keyed.ModeRaw}
+	ends := rw.blockEnds(h, obj.Size())
 	for kg := start; kg <= end; kg++ {
 		off := h.Offset(kg)
 		if off == 0 {
 			continue
 		}
-		err := rw.br.Read(obj, obj.Size(), name, hdr, kg, off, ropts, func(e *keyed.Entry) error {
-			return kw.Add(kg, e.State.ID, e.KeyBytes, e.ValueBytes)
-		})
-		if err != nil {
+		if err := rw.copyBlock(obj, name, hdr, kg, off, ends, maxP, kw); err != nil {
 			return nil, err
 		}
 	}

@@ -225,6 +225,7 @@ type KeyedWriter struct {
 	pending []byte // the held-back entry: i32 len, key, i32 len, value
 	pendKey int    // offset of the held-back key's first byte in pending
 	hasPend bool
+	raw     bool // the current key group was written by AddRawBlock
 
 	err    error
 	closed bool
@@ -320,6 +321,8 @@ func (w *KeyedWriter) Add(kg, stateID int, key, value []byte) error {
 	switch {
 	case kg < w.group:
 		return w.fail(fmt.Errorf("%w: key group %d after %d", ErrOrder, kg, w.group))
+	case kg == w.group && w.raw:
+		return w.fail(fmt.Errorf("%w: entry for key group %d after its raw block", ErrOrder, kg))
 	case kg > w.group:
 		if w.group >= 0 {
 			if err := w.endGroup(); err != nil {
@@ -394,6 +397,10 @@ func (w *KeyedWriter) startGroup(kg, stateID int) error {
 }
 
 func (w *KeyedWriter) endGroup() error {
+	if w.raw {
+		w.raw = false
+		return nil
+	}
 	if err := w.flushFlagged(endOfKeyGroupMark); err != nil {
 		return err
 	}
