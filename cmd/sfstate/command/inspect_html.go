@@ -4,11 +4,10 @@ import (
 	"bytes"
 	"fmt"
 	"html/template"
-	"os"
-	"path/filepath"
 	"sort"
 
 	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/verify"
 )
 
 // reportBar is one bar of an SVG bar chart.
@@ -197,34 +196,5 @@ func writeHTMLReport(path string, s *savepoint.Summary) error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, ".sfstate-report-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	ok := false
-	defer func() {
-		if !ok {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err := f.Write(b); err != nil {
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	ok = true
-	return nil
+	return verify.WriteFileAtomic(path, b)
 }
