@@ -75,6 +75,10 @@ type MigratingJoinState struct {
 	preload  bool
 }
 
+// scratchEntryOverhead is what one converted record costs beyond its
+// bytes in the scratch state (map entry, slice headers).
+const scratchEntryOverhead = 96
+
 type pendingWrite struct {
 	st     int
 	k, v   []byte
@@ -283,12 +287,16 @@ func (m *MigratingJoinState) convertProbed(probes []recordstore.Probe) error {
 		if !ok || ferr != nil {
 			return
 		}
-		m.reserve(int64(2*len(v) + 64))
+		// the records as held twice (scratch batch, scratch state), each
+		// with its map entry
+		var need int64
 		_, err := m.conv.ConvertBucket(keys[i], v, func(_ *Bucket, _ *recordstore.LogicalRow, rk, rv []byte) error {
 			b.Put(0, rk, rv)
+			need += 2*int64(len(rk)+len(rv)) + scratchEntryOverhead
 			m.rows++
 			return nil
 		})
+		m.reserve(need)
 		if err != nil {
 			ferr = fmt.Errorf("migrate: online: %w", err)
 			return

@@ -353,6 +353,44 @@ func TestOnlineMigrationInBundleWrite(t *testing.T) {
 			if be.commits != 1 {
 				t.Fatalf("the bundle committed %d batches, want 1 (conversion inside the bundle write)", be.commits)
 			}
+			// the conversion is held in the pool while the bundle runs; a
+			// refusing pool is counted and the bundle still proceeds
+			for _, capacity := range []int64{1 << 20, 64} {
+				pool := engine.NewPool(capacity)
+				m2, err := NewMigratingJoinState(raw, recordstore.Options{Clock: clock, Pool: pool})
+				if err != nil {
+					t.Fatal(err)
+				}
+				var probes []recordstore.Probe
+				if err := raw.Scan(0, nil, nil, func(k, _ []byte) bool {
+					b, _, err := DecodeBucketKey(k, raw.Layout().Width())
+					if err != nil {
+						t.Fatal(err)
+					}
+					probes = append(probes, recordstore.Probe{Side: b.Side, Key: append([]byte(nil), b.Key...)})
+					return len(probes) < 5
+				}); err != nil {
+					t.Fatal(err)
+				}
+				if err := m2.Begin(probes); err != nil {
+					t.Fatal(err)
+				}
+				held := pool.Used()
+				if err := m2.Commit(); err != nil {
+					t.Fatal(err)
+				}
+				st := m2.OnlineStats()
+				if st.KeysMigrated == 0 || pool.Used() != 0 {
+					t.Fatalf("capacity %d: stats %+v, %d bytes left in the pool", capacity, st, pool.Used())
+				}
+				if capacity > 64 && (held == 0 || st.PoolRefusals != 0) {
+					t.Fatalf("capacity %d: %d bytes held during the bundle, stats %+v", capacity, held, st)
+				}
+				if capacity == 64 && st.PoolRefusals == 0 {
+					t.Fatalf("a %d-byte pool refused nothing: %+v", capacity, st)
+				}
+				m2.Close()
+			}
 		})
 	}
 }
