@@ -50,9 +50,12 @@
 // Flink native checkpoint. The meta-state stream is a
 // KeyedBackendSerializationProxy header (flinkwrite) listing the states in
 // column-family order with their kinds; serializers are Flink's byte-array
-// serializers (ByteArrayStateMeta) unless Options.StateMeta describes the
-// real types. The data is the engine's key layout (see package engine),
-// so Flink itself cannot restore these checkpoints; sfstate can.
+// serializers (ByteArrayStateMeta) unless Options.Schema (an
+// engine.Schema: key type and per-state namespace, value and user-key
+// types; see SchemaStateMeta) or Options.StateMeta describes the real
+// types, which `sfstate inspect` then shows. The data is the engine's key
+// layout (see package engine), so Flink itself cannot restore these
+// checkpoints; sfstate can.
 //
 // # Manifest
 //

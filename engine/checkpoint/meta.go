@@ -36,14 +36,32 @@ func ByteArrayStateMeta(s engine.StateDesc) (flinkwrite.StateMetaInfo, error) {
 
 // MetaStream is the KeyedBackendSerializationProxy header of a native
 // checkpoint: the states in state-id order (column family order), each
-// described by o.StateMeta (byte arrays when nil) under o.KeySerializer
-// (byte arrays when nil).
+// described by o.StateMeta under o.KeySerializer, which default to what
+// o.Schema says and, without a Schema, to byte arrays.
 func MetaStream(states []engine.StateDesc, o *Options) ([]byte, error) {
 	h := flinkwrite.Header{KeySerializer: o.KeySerializer}
+	describe := o.StateMeta
+	if o.Schema != nil {
+		if err := o.Schema.Validate(); err != nil {
+			return nil, fmt.Errorf("checkpoint: Options.Schema: %w", err)
+		}
+		if err := o.Schema.Matches(states); err != nil {
+			return nil, fmt.Errorf("checkpoint: Options.Schema: %w", err)
+		}
+		if h.KeySerializer == nil {
+			ks, err := o.Schema.Key.FlinkSnapshot()
+			if err != nil {
+				return nil, fmt.Errorf("checkpoint: Options.Schema key: %w", err)
+			}
+			h.KeySerializer = ks
+		}
+		if describe == nil {
+			describe = SchemaStateMeta(o.Schema)
+		}
+	}
 	if h.KeySerializer == nil {
 		h.KeySerializer = flinkwrite.BytesSnapshot
 	}
-	describe := o.StateMeta
 	if describe == nil {
 		describe = ByteArrayStateMeta
 	}
@@ -55,6 +73,32 @@ func MetaStream(states []engine.StateDesc, o *Options) ([]byte, error) {
 		h.States = append(h.States, m)
 	}
 	return flinkwrite.AppendHeader(nil, h)
+}
+
+// SchemaStateMeta returns a StateMeta function that describes each state
+// by its StateSchema in sch (looked up by name): Flink's serializer
+// snapshots for the declared key, namespace, value and user-key types,
+// TTL-wrapped for states with a TTL (StateSchema.FlinkMeta). A state sch
+// does not describe, or a join-record state (two Flink states, while a
+// native checkpoint has one meta info per column family), is an error.
+// The serializers name the logical types; the SST files still hold the
+// engine's byte layout (see the package doc).
+func SchemaStateMeta(sch *engine.Schema) func(engine.StateDesc) (flinkwrite.StateMetaInfo, error) {
+	return func(d engine.StateDesc) (flinkwrite.StateMetaInfo, error) {
+		for _, st := range sch.States {
+			if st.Name != d.Name {
+				continue
+			}
+			if st.Join != nil {
+				return flinkwrite.StateMetaInfo{}, fmt.Errorf("checkpoint: state %q holds join records (two Flink states); a native checkpoint describes one state per column family", d.Name)
+			}
+			if st.Desc() != d {
+				return flinkwrite.StateMetaInfo{}, fmt.Errorf("checkpoint: state %q: schema says %s ttl %s, backend declares %s ttl %s", d.Name, st.Kind, st.TTL, d.Kind, d.TTL)
+			}
+			return st.FlinkMeta()
+		}
+		return flinkwrite.StateMetaInfo{}, fmt.Errorf("checkpoint: state %q is not in the schema", d.Name)
+	}
 }
 
 // StoreURI is a store root (a local directory or a URI) as the URI prefix

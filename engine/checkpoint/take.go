@@ -36,8 +36,16 @@ type Options struct {
 	// shared files no retained checkpoint references are deleted after each
 	// completed checkpoint. Zero keeps everything.
 	Retain int
+	// Schema, when set, gives the meta-state stream Flink's real serializer
+	// snapshots: the key serializer from Schema.Key and each state's meta
+	// info from its StateSchema (SchemaStateMeta). It must describe exactly
+	// the checkpointed backends' states (Schema.Matches); join-record
+	// states, which are two Flink states, are refused. StateMeta and
+	// KeySerializer, when set, take precedence over it.
+	Schema *engine.Schema
 	// StateMeta describes a state in the meta-state stream; nil means
-	// ByteArrayStateMeta. KeySerializer defaults to byte arrays too.
+	// SchemaStateMeta(Schema) with a Schema, else ByteArrayStateMeta.
+	// KeySerializer defaults to Schema's key serializer, else byte arrays.
 	StateMeta     func(engine.StateDesc) (flinkwrite.StateMetaInfo, error)
 	KeySerializer flinkwrite.Snapshot
 }
