@@ -14,7 +14,11 @@ import (
 // maxBufferedBlock: source blocks up to this size are read once into
 // memory, then checked and copied from there; larger ones are read from
 // the source for each pass.
-const maxBufferedBlock = 16 << 20
+var maxBufferedBlock int64 = 16 << 20
+
+// reencodeBlocks makes copyBlock write every block's entries again (for
+// benchmarks comparing the two paths).
+var reencodeBlocks = false
 
 // indexOffsets fills rw.offsets from every key-groups handle with a file
 // delegate. Several handles may share one file (view handles of rescaled
@@ -88,7 +92,7 @@ func (rw *rewriter) copyBlock(obj *savepoint.Object, name string, hdr *keyed.Hea
 	buffered := false
 	if n := end - off; n <= maxBufferedBlock {
 		rw.block = slices.Grow(rw.block[:0], int(n))[:n]
-		if _, err := obj.ReadAt(rw.block, off); err != nil {
+		if m, err := obj.ReadAt(rw.block, off); err != nil && (err != io.EOF || m != len(rw.block)) {
 			return &keyed.Error{File: name, KeyGroup: kg, Offset: off, BlockPos: -1, Err: fmt.Errorf("read block [%d, %d): %w", off, end, err)}
 		}
 		// A reader over the block that answers at the stream's offsets.
@@ -116,7 +120,7 @@ func (rw *rewriter) copyBlock(obj *savepoint.Object, name string, hdr *keyed.Hea
 			return &keyed.Error{File: name, KeyGroup: kg, Offset: off, BlockPos: -1, Err: err}
 		}
 	}
-	if used == extent {
+	if used == extent && !reencodeBlocks {
 		if buffered {
 			return kw.AddRawBlock(kg, rw.block)
 		}

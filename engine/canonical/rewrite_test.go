@@ -3,9 +3,13 @@ package canonical
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -259,5 +263,122 @@ func TestRewriteSharedFile(t *testing.T) {
 	}
 	if probs, _ := savepoint.Check(ctx, cp, savepoint.CheckOptions{}); len(probs) != 0 {
 		t.Fatal(probs)
+	}
+}
+
+// snappyChunk frames data as one uncompressed Snappy chunk (type 0x01,
+// masked CRC-32C), or with a wrong checksum when bad.
+func snappyChunk(data []byte, bad bool) []byte {
+	c := crc32.Checksum(data, crc32.MakeTable(crc32.Castagnoli))
+	c = (c>>15 | c<<17) + 0xA282EAD8
+	if bad {
+		c++
+	}
+	n := len(data) + 4
+	b := []byte{0x01, byte(n), byte(n >> 8), byte(n >> 16)}
+	b = binary.LittleEndian.AppendUint32(b, c)
+	return append(b, data...)
+}
+
+// copySnappyFixture copies the compressed fixture into a temporary
+// directory and returns it with the first relative keyed file.
+func copySnappyFixture(t *testing.T) (dir, file string) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(fixtures.Path(t, "flink1.19-rocksdb-canonical-snappy-compressed"))); err != nil {
+		t.Fatal(err)
+	}
+	store, _ := s3.NewLocal(dir)
+	sp, err := savepoint.Open(context.Background(), store, "_metadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range sp.Meta.Operators {
+		for _, st := range op.Subtasks {
+			if h, ok := st.ManagedKeyed.(*savepoint.KeyGroupsHandle); ok && h.Delegate.Tag == savepoint.TagRelativeFile {
+				return dir, h.Delegate.Path
+			}
+		}
+	}
+	t.Fatal("no relative keyed file")
+	return "", ""
+}
+
+// TestRewriteTrailingFrames: a compressed block whose extent holds frames
+// past its end-of-key-group mark is not copied verbatim: valid extra
+// frames make Rewrite write the block's entries again, a frame with a bad
+// checksum fails it.
+func TestRewriteTrailingFrames(t *testing.T) {
+	ctx := context.Background()
+	for _, bad := range []bool{false, true} {
+		dir, file := copySnappyFixture(t)
+		p := filepath.Join(dir, file)
+		orig, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The last block runs to the end of the file.
+		if err := os.WriteFile(p, append(slices.Clone(orig), snappyChunk([]byte("trailing"), bad)...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		store, _ := s3.NewLocal(dir)
+		sp, err := savepoint.Open(ctx, store, "_metadata")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = Rewrite(ctx, sp, store, RewriteOptions{Dir: "copy", TempDir: t.TempDir()})
+		_, statErr := store.Stat(ctx, "copy/_metadata")
+		if bad {
+			if err == nil || !strings.Contains(err.Error(), file) || !errors.Is(err, keyed.ErrSnappy) {
+				t.Fatalf("bad trailing frame: %v", err)
+			}
+			if !s3.IsNotExist(statErr) {
+				t.Fatalf("metadata written after failure: %v", statErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		cp, err := savepoint.Open(ctx, store, "copy/_metadata")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a, b := rawEntries(t, sp), rawEntries(t, cp); !reflect.DeepEqual(a, b) || len(a) == 0 {
+			t.Fatalf("%d entries in the source, %d in the copy", len(a), len(b))
+		}
+		got, _ := os.ReadFile(filepath.Join(dir, "copy", file))
+		// Written again, the block has no trailing frame (Snappy may well
+		// reproduce the original compressed bytes).
+		if len(got) == 0 || len(got) >= len(orig)+len(snappyChunk([]byte("trailing"), false)) {
+			t.Fatalf("block with trailing frames copied verbatim or lost (%d bytes, original %d)", len(got), len(orig))
+		}
+		if probs, _ := savepoint.Check(ctx, cp, savepoint.CheckOptions{}); len(probs) != 0 {
+			t.Fatal(probs)
+		}
+	}
+}
+
+// TestRewriteStreamedBlocks: blocks too large to buffer are checked and
+// copied straight from the source, with the same result.
+func TestRewriteStreamedBlocks(t *testing.T) {
+	defer func(n int64) { maxBufferedBlock = n }(maxBufferedBlock)
+	maxBufferedBlock = 0
+	ctx := context.Background()
+	dir, file := copySnappyFixture(t)
+	store, _ := s3.NewLocal(dir)
+	sp, err := savepoint.Open(ctx, store, "_metadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Rewrite(ctx, sp, store, RewriteOptions{Dir: "copy", TempDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"_metadata", file} {
+		a, _ := os.ReadFile(filepath.Join(dir, name))
+		b, _ := os.ReadFile(filepath.Join(dir, "copy", name))
+		if len(a) == 0 || !bytes.Equal(a, b) {
+			t.Errorf("%s differs (%d vs %d bytes)", name, len(a), len(b))
+		}
 	}
 }
