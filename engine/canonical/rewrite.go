@@ -96,7 +96,7 @@ type rewriter struct {
 	br      keyed.BlockReader
 	snappy  *keyed.SnappyReader
 	block   []byte
-	// offsets lists, per source keyed file, every key-group offset any
+	// offsets lists, per source keyed file (fileKey), every key-group offset any
 	// handle of the savepoint gives into it (sorted, distinct): a block
 	// runs from its offset to the next one, or to the end of the stream.
 	offsets map[string][]int64
@@ -196,6 +196,9 @@ func (rw *rewriter) keyedHandle(ctx context.Context, op *savepoint.OperatorState
 		off := h.Offset(kg)
 		if off == 0 {
 			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
 		}
 		if err := rw.copyBlock(obj, name, hdr, kg, off, ends, maxP, kw); err != nil {
 			return nil, err

@@ -31,9 +31,10 @@ func (rw *rewriter) indexOffsets() {
 		if !ok || h.Delegate == nil || (h.Delegate.Tag != savepoint.TagRelativeFile && h.Delegate.Tag != savepoint.TagFile) {
 			return
 		}
+		k := fileKey(h.Delegate)
 		for _, o := range h.Offsets {
 			if o > 0 {
-				rw.offsets[h.Delegate.Path] = append(rw.offsets[h.Delegate.Path], o)
+				rw.offsets[k] = append(rw.offsets[k], o)
 			}
 		}
 	}
@@ -49,12 +50,17 @@ func (rw *rewriter) indexOffsets() {
 	}
 }
 
+// fileKey tells relative and absolute file handles apart.
+func fileKey(d *savepoint.StreamHandle) string {
+	return fmt.Sprintf("%d:%s", d.Tag, d.Path)
+}
+
 // blockEnds returns a function giving the end of the block at off: the
 // next larger offset into the same stream, or size.
 func (rw *rewriter) blockEnds(h *savepoint.KeyGroupsHandle, size int64) func(off int64) int64 {
 	var offs []int64
 	if d := h.Delegate; d != nil && (d.Tag == savepoint.TagRelativeFile || d.Tag == savepoint.TagFile) {
-		offs = rw.offsets[d.Path]
+		offs = rw.offsets[fileKey(d)]
 	} else {
 		for _, o := range h.Offsets {
 			if o > 0 {

@@ -382,3 +382,45 @@ func TestRewriteStreamedBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestRewriteTrailingBytesPlain: bytes after the last block of an
+// uncompressed stream are not copied; the block's entries are written
+// again and the copy is a clean stream.
+func TestRewriteTrailingBytesPlain(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(fixtures.Path(t, "flink1.20-rocksdb-canonical-valuestate-timers"))); err != nil {
+		t.Fatal(err)
+	}
+	store, _ := s3.NewLocal(dir)
+	sp, err := savepoint.Open(ctx, store, "_metadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var file string
+	for _, op := range sp.Meta.Operators {
+		for _, st := range op.Subtasks {
+			if h, ok := st.ManagedKeyed.(*savepoint.KeyGroupsHandle); ok && h.Delegate.Tag == savepoint.TagRelativeFile && file == "" {
+				file = h.Delegate.Path
+			}
+		}
+	}
+	if file == "" {
+		t.Fatal("no relative keyed file")
+	}
+	p := filepath.Join(dir, file)
+	orig, _ := os.ReadFile(p)
+	if err := os.WriteFile(p, append(slices.Clone(orig), "junk"...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if sp, err = savepoint.Open(ctx, store, "_metadata"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Rewrite(ctx, sp, store, RewriteOptions{Dir: "copy", TempDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "copy", file))
+	if !bytes.Equal(got, orig) {
+		t.Fatalf("copy of %s: %d bytes, want the %d bytes without the junk", file, len(got), len(orig))
+	}
+}
