@@ -53,8 +53,11 @@
 // with ImportOptions.JoinRecords, as one recordstore state in the record
 // layout, at any parallelism.
 //
-// Rewrite copies a savepoint through the reader and the writer: keyed
-// streams are re-encoded entry by entry with the headers kept as read,
-// which reproduces Flink's uncompressed streams byte for byte, other
-// streams are copied, and the metadata is re-encoded from the parsed model.
+// Rewrite copies a savepoint through the reader and the writer: each
+// key-group block is decoded entry by entry (framing, key-group prefixes,
+// snappy checksums) and, when the entries account for exactly its bytes,
+// copied verbatim, so compressed and uncompressed streams alike come out
+// byte for byte as Flink wrote them; a block with trailing bytes is written
+// again from its entries. Headers are kept as read, other streams are copied,
+// and the metadata is re-encoded from the parsed model.
 package canonical
