@@ -31,6 +31,11 @@ type JoinBenchConfig struct {
 	// Inputs and GroupRows override the shapes' input rows and the size of
 	// the one large group (tests use tiny shapes).
 	Inputs, GroupRows int
+	// Shapes, when non-empty, selects the shapes to run: "name" (every
+	// payload) or "name/payload", e.g. "unique/256".
+	Shapes []string
+	// PrefixBloom runs the record policies with Options.PrefixBloom.
+	PrefixBloom bool
 	// Progress, when set, is told each finished shape.
 	Progress func(step string)
 }
@@ -249,7 +254,7 @@ type trialResult struct {
 // runTrial opens a fresh RocksDB instance and runs the shape under one
 // policy. Timed: key and row conversion, the join, output consumption
 // (a checksum over every output row) and state updates.
-func runTrial(dir string, sh *benchShape, pol benchPolicy) (trialResult, error) {
+func runTrial(dir string, sh *benchShape, pol benchPolicy, prefixBloom bool) (trialResult, error) {
 	layout := engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
 	be, err := engine.OpenRocksDB(dir, layout, []engine.StateDesc{StateDesc(pol.layout, 0)}, engine.RocksOptions{
 		WriteBufferSize:      benchWriteBuffer,
@@ -266,7 +271,7 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy) (trialResult, error) 
 	}
 	pool := engine.NewPool(benchPool)
 	// every bench row carries a unique id: both sides declare unique rows
-	opts := Options{CacheAllowance: pol.allowance, UniqueRows: [2]bool{true, true}, PrefixBloom: benchPrefixBloom}
+	opts := Options{CacheAllowance: pol.allowance, UniqueRows: [2]bool{true, true}, PrefixBloom: prefixBloom || benchPrefixBloom}
 	if pol.reuse {
 		opts.Pool = pool
 	}
@@ -362,9 +367,13 @@ func RunJoinBench(cfg JoinBenchConfig) (*JoinBenchResult, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(root)
+	shapes, err := selectShapes(benchShapes(cfg), cfg.Shapes)
+	if err != nil {
+		return nil, err
+	}
 	res := &JoinBenchResult{Original: OriginalJoinMedians}
 	run := 0
-	for _, sh := range benchShapes(cfg) {
+	for _, sh := range shapes {
 		times := make([][]float64, len(benchPolicies))
 		cpus := make([][]float64, len(benchPolicies))
 		row := JoinBenchRow{Shape: sh.name, Payload: sh.payload, Inputs: sh.inputs, OutputRows: -1}
@@ -374,7 +383,7 @@ func RunJoinBench(cfg JoinBenchConfig) (*JoinBenchResult, error) {
 				p := (i + t) % len(benchPolicies)
 				pol := benchPolicies[p]
 				run++
-				r, err := runTrial(filepath.Join(root, fmt.Sprintf("run-%d", run)), &sh, pol)
+				r, err := runTrial(filepath.Join(root, fmt.Sprintf("run-%d", run)), &sh, pol, cfg.PrefixBloom)
 				if err != nil {
 					return nil, fmt.Errorf("%s/%d %s: %w", sh.name, sh.payload, pol.name, err)
 				}
@@ -404,6 +413,42 @@ func RunJoinBench(cfg JoinBenchConfig) (*JoinBenchResult, error) {
 		}
 	}
 	return res, nil
+}
+
+// ErrUnknownShape is returned by RunJoinBench for a JoinBenchConfig.Shapes
+// entry that names no shape.
+var ErrUnknownShape = errors.New("unknown shape")
+
+// selectShapes keeps the shapes named by sel ("name" or "name/payload");
+// all of them when sel is empty. A selector that matches nothing is an
+// error. The bundles of dropped shapes are released.
+func selectShapes(all []benchShape, sel []string) ([]benchShape, error) {
+	if len(sel) == 0 {
+		return all, nil
+	}
+	keep := make([]bool, len(all))
+	for _, s := range sel {
+		hit := false
+		for i, sh := range all {
+			if s == sh.name || s == fmt.Sprintf("%s/%d", sh.name, sh.payload) {
+				keep[i], hit = true, true
+			}
+		}
+		if !hit {
+			return nil, fmt.Errorf("%w %q (want unique, repeated, skewed or group50k, optionally /0 or /256)", ErrUnknownShape, s)
+		}
+	}
+	var out []benchShape
+	for i, sh := range all {
+		if keep[i] {
+			out = append(out, sh)
+		} else {
+			for _, b := range sh.bundles {
+				b.rec.Release()
+			}
+		}
+	}
+	return out, nil
 }
 
 func processCPU() float64 {

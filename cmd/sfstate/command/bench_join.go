@@ -4,6 +4,7 @@ package command
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -23,6 +24,8 @@ func init() {
 			&cli.StringFlag{Name: "dir", Usage: "scratch directory (default: system temp)"},
 			&cli.IntFlag{Name: "inputs", Usage: "input rows per shape (default 100000, --quick 20000)"},
 			&cli.IntFlag{Name: "group-rows", Usage: "rows of the one large group (default 50000)"},
+			&cli.StringSliceFlag{Name: "shapes", Usage: "run only these shapes: unique, repeated, skewed, group50k, optionally /0 or /256 (comma-separated or repeated)"},
+			&cli.BoolFlag{Name: "prefix-bloom", Usage: "record layout with a prefix extractor and prefix bloom filters on its column family"},
 		},
 		Action: runBenchJoin,
 	})
@@ -41,11 +44,15 @@ func runBenchJoin(c *cli.Context) error {
 		warmup = -1 // none
 	}
 	cfg := recordstore.JoinBenchConfig{Dir: c.String("dir"), Quick: c.Bool("quick"), Trials: c.Int("trials"), Warmup: warmup,
-		Inputs: c.Int("inputs"), GroupRows: c.Int("group-rows")}
+		Inputs: c.Int("inputs"), GroupRows: c.Int("group-rows"),
+		Shapes: c.StringSlice("shapes"), PrefixBloom: c.Bool("prefix-bloom")}
 	if !g.Quiet && !g.JSON {
 		cfg.Progress = func(step string) { fmt.Fprintf(c.App.ErrWriter, "bench join: %s done\n", step) }
 	}
 	res, err := recordstore.RunJoinBench(cfg)
+	if errors.Is(err, recordstore.ErrUnknownShape) {
+		return Fail(ExitUsage, fmt.Errorf("bench join: --shapes: %w", err))
+	}
 	if err != nil {
 		return Fail(ExitIO, fmt.Errorf("bench join: %w", err))
 	}

@@ -5,6 +5,7 @@ package command
 import (
 	"bytes"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -39,6 +40,30 @@ func TestBenchJoinTinyJSON(t *testing.T) {
 		if !seen[s] {
 			t.Fatalf("shape %s missing", s)
 		}
+	}
+}
+
+func TestBenchJoinShapesFilter(t *testing.T) {
+	out, errOut, code := run(t, "--json", "bench", "join", "--shapes", "unique/256,skewed", "--prefix-bloom", "--inputs", "320", "--group-rows", "200", "--trials", "1", "--warmup", "0", "--dir", t.TempDir())
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res recordstore.JoinBenchResult
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("%v:\n%s", err, out)
+	}
+	var got []string
+	for _, r := range res.Rows {
+		got = append(got, r.Shape+"/"+strconv.Itoa(r.Payload))
+		if r.OutputRows <= 0 || r.RecordPool <= 0 {
+			t.Fatalf("%s/%d: %+v", r.Shape, r.Payload, r)
+		}
+	}
+	if strings.Join(got, " ") != "unique/256 skewed/0 skewed/256" {
+		t.Fatalf("shapes run: %v", got)
+	}
+	if _, errOut, code := run(t, "bench", "join", "--shapes", "unique/7", "--dir", t.TempDir()); code != ExitUsage || !strings.Contains(errOut, "unique/7") {
+		t.Fatalf("--shapes unique/7: exit %d (%s), want %d", code, errOut, ExitUsage)
 	}
 }
 
