@@ -337,6 +337,31 @@ func kindOf(m *keyed.StateMeta) string {
 	return m.Type.String()
 }
 
+// SetStateTypes fills the type columns of s (key, namespace, user key and
+// value types, TTL wrappers removed) from a state's meta info and the key
+// serializer of its header.
+func SetStateTypes(s *StateSummary, key *serde.Snapshot, m *keyed.StateMeta) {
+	s.KeyType = typeString(key)
+	s.ValueType = typeString(m.Value)
+	if m.Type != keyed.PriorityQueue {
+		s.NamespaceType = typeString(m.Namespace)
+	}
+	switch kindOf(m) {
+	case "LIST":
+		if m.Element != nil {
+			s.ValueType = "LIST<" + typeString(m.Element) + ">"
+		}
+	case "MAP":
+		s.UserKeyType = typeString(m.UserKey)
+		if m.UserValue != nil {
+			s.ValueType = typeString(m.UserValue)
+		}
+	}
+	if m.TTL {
+		s.ValueType = stripTTL(s.ValueType)
+	}
+}
+
 func typeString(s *serde.Snapshot) string {
 	if s == nil {
 		return ""
@@ -395,30 +420,10 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 			if states[os][m.Name] != nil {
 				continue
 			}
-			s := &StateSummary{
-				Name:      m.Name,
-				Kind:      kindOf(m),
-				KeyType:   typeString(f.header.KeySerializer),
-				ValueType: typeString(m.Value),
-				TTL:       m.TTL,
-			}
-			if m.Type != keyed.PriorityQueue {
-				s.NamespaceType = typeString(m.Namespace)
-			}
-			switch s.Kind {
-			case "LIST":
-				if m.Element != nil {
-					s.ValueType = "LIST<" + typeString(m.Element) + ">"
-				}
-			case "MAP":
-				s.UserKeyType = typeString(m.UserKey)
-				if m.UserValue != nil {
-					s.ValueType = typeString(m.UserValue)
-				}
-			}
+			s := &StateSummary{Name: m.Name, Kind: kindOf(m), TTL: m.TTL}
+			SetStateTypes(s, f.header.KeySerializer, m)
 			if m.TTL {
 				needTTL = true
-				s.ValueType = stripTTL(s.ValueType)
 			}
 			states[os][m.Name] = &stateAcc{s: s, kgs: map[int]int64{}}
 			os.KeyedStates = append(os.KeyedStates, s)

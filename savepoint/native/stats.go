@@ -5,6 +5,7 @@ import (
 
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/keyed"
+	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
 // Stats accumulates a deep summary of one operator's native keyed state:
@@ -14,6 +15,11 @@ type Stats struct {
 	KeyGroups int
 	TTLMillis int64
 	NowMillis int64
+	// KeySerializer, when set, is the operator's key serializer snapshot
+	// (the meta-state header's): with it the summaries carry the key type.
+	// Namespace, user-key and value types come from each entry's state
+	// meta info.
+	KeySerializer *serde.Snapshot
 
 	order  []string
 	states map[string]*stateAcc
@@ -38,6 +44,7 @@ func (s *Stats) Add(e *keyed.Entry, kind string) {
 	if a == nil {
 		a = &stateAcc{kgs: map[int]int64{}}
 		a.sum.Name, a.sum.Kind, a.sum.TTL = name, kind, e.State.TTL
+		savepoint.SetStateTypes(&a.sum, s.KeySerializer, e.State)
 		s.states[name] = a
 		s.order = append(s.order, name)
 	}

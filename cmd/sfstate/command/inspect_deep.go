@@ -74,6 +74,9 @@ func runInspectDeep(c *cli.Context, sp *savepoint.Savepoint, o savepoint.ScanOpt
 		op := byOp[h.Operator]
 		if op == nil {
 			op = &deepOperator{ID: h.Operator.ID.String(), MaxParallelism: int(h.Operator.MaxParallelism), stats: native.NewStats(o.TTLMillis, o.NowMillis)}
+			if h.Header != nil {
+				op.stats.KeySerializer = h.Header.KeySerializer
+			}
 			byOp[h.Operator] = op
 			sum.Operators = append(sum.Operators, op)
 		}
@@ -131,6 +134,16 @@ func renderDeep(w io.Writer, s *deepSummary) {
 				fmt.Fprintf(w, "  in %d key groups", d.NonEmpty)
 			}
 			fmt.Fprintln(w)
+			if st.KeyType != "" || st.ValueType != "" {
+				fmt.Fprintf(w, "      key %s", st.KeyType)
+				if st.NamespaceType != "" {
+					fmt.Fprintf(w, "  namespace %s", st.NamespaceType)
+				}
+				if st.UserKeyType != "" {
+					fmt.Fprintf(w, "  user key %s", st.UserKeyType)
+				}
+				fmt.Fprintf(w, "  value %s\n", st.ValueType)
+			}
 			if st.TTLEntries > 0 && st.TTLOldest != nil {
 				fmt.Fprintf(w, "      ttl last access: oldest %s, newest %s", inspectMillis(*st.TTLOldest), inspectMillis(*st.TTLNewest))
 				if s.TTLMillis > 0 {
