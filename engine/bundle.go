@@ -379,14 +379,22 @@ func (b *Bundle) ListAddAll(s *State, key []byte, elems [][]byte) error {
 	if err != nil {
 		return err
 	}
-	var v []byte
-	if e.present {
-		v = append(v, e.val...)
+	// The new list goes to the slab. When the old one is the slab's tail
+	// (the key appended to last), the elements extend it in place;
+	// otherwise it is copied first.
+	off := len(b.slab)
+	if !e.present {
+		e.val = nil
+	}
+	if n := len(e.val); n > 0 && n <= off && &b.slab[off-n] == &e.val[0] {
+		off -= n
+	} else {
+		b.slab = append(b.slab, e.val...)
 	}
 	for _, el := range elems {
-		v = appendLenBytes(v, el)
+		b.slab = appendLenBytes(b.slab, el)
 	}
-	e.val, e.present, e.ts = v, true, b.now
+	e.val, e.present, e.ts = b.slab[off:len(b.slab):len(b.slab)], true, b.now
 	b.markDirty(s, e)
 	return nil
 }

@@ -29,6 +29,8 @@ type StateBenchConfig struct {
 	Seed          uint64
 	// Progress, when set, is told each finished step.
 	Progress func(step string)
+
+	verifyMicro bool // compare both paths' stored state after each micro-benchmark
 }
 
 // WorkloadResult is one Nexmark-shaped workload: bundled engine versus the
@@ -352,6 +354,7 @@ type perRecord struct {
 	slot     *SlotMemory
 	val      []byte
 	out      []byte
+	list     []byte
 	err      error
 	accesses int64
 }

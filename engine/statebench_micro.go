@@ -11,10 +11,28 @@ import (
 	"github.com/linxGnu/grocksdb"
 )
 
-// iterAccess adds prefix iteration to a stateAccess.
+// iterAccess adds prefix iteration and list appends to a stateAccess.
 type iterAccess interface {
 	stateAccess
 	iterate(st int, prefix []byte, fn func(userKey, payload []byte) bool)
+	listAdd(st int, key []byte, elems [][]byte)
+}
+
+// listAdd is the per-op path's list append: read, append, write back.
+func (p *perRecord) listAdd(st int, key []byte, elems [][]byte) {
+	old, _ := p.get(st, key)
+	buf := append(p.list[:0], old...)
+	for _, el := range elems {
+		buf = appendLenBytes(buf, el)
+	}
+	p.put(st, key, buf)
+	p.list = buf
+}
+
+func (a *bundleAccess) listAdd(st int, key []byte, elems [][]byte) {
+	if err := a.b.ListAddAll(a.sts[st], key, elems); err != nil && a.err == nil {
+		a.err = err
+	}
 }
 
 func (p *perRecord) iterate(st int, prefix []byte, fn func(userKey, payload []byte) bool) {
@@ -64,6 +82,8 @@ type microRun struct {
 	pick  []int // random existing key per op
 	buf   []byte
 	val   []byte
+	one   [][]byte // {val}
+	all   [][]byte // microMapEntries x val
 }
 
 func (r *microRun) key(k int) []byte {
@@ -82,23 +102,33 @@ func listOf(n int, v []byte) []byte {
 	return out
 }
 
+// microDefs mirrors Flink's state micro-benchmarks (ValueState, ListState,
+// MapState): each op on a random set-up key unless it adds new keys.
 func microDefs() []microDef {
 	valKeys := func(r *microRun, i int, emit func([]byte)) { emit(r.key(r.pick[i])) }
 	freshKeys := func(r *microRun, i int, emit func([]byte)) { emit(r.key(r.nkeys + i)) }
 	mapKeys := func(r *microRun, i int, emit func([]byte)) { emit(r.entry(r.pick[i], i%microMapEntries)) }
+	noKeys := func(*microRun, int, func([]byte)) {}
+	iter := func(r *microRun, a iterAccess, i int, fn func(uk, v []byte) bool) {
+		a.iterate(0, r.key(r.pick[i]), fn)
+	}
+	var sink int
 	return []microDef{
 		{name: "valueAdd", kind: KindValue, keys: freshKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.put(0, r.key(r.nkeys+i), r.val) }},
 		{name: "valueUpdate", kind: KindValue, keys: valKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.put(0, r.key(r.pick[i]), r.val) }},
 		{name: "valueGet", kind: KindValue, keys: valKeys, do: func(r *microRun, a iterAccess, i int) { a.get(0, r.key(r.pick[i])) }},
-		{name: "listAdd", kind: KindList, keys: valKeys, do: func(r *microRun, a iterAccess, i int) {
-			k := r.key(r.pick[i])
-			p, _ := a.get(0, k)
-			r.buf = appendLenBytes(append(r.buf[:0], p...), r.val)
-			a.put(0, k, r.buf)
-		}},
+		// listAdd adds one element to a new key's list, listAppend to a
+		// set-up list, listAddAll a list of elements to a set-up list.
+		{name: "listAdd", kind: KindList, keys: freshKeys, do: func(r *microRun, a iterAccess, i int) { a.listAdd(0, r.key(r.nkeys+i), r.one) }},
+		{name: "listAddAll", kind: KindList, keys: valKeys, do: func(r *microRun, a iterAccess, i int) { a.listAdd(0, r.key(r.pick[i]), r.all) }},
+		{name: "listAppend", kind: KindList, keys: valKeys, do: func(r *microRun, a iterAccess, i int) { a.listAdd(0, r.key(r.pick[i]), r.one) }},
 		{name: "listGet", kind: KindList, keys: valKeys, do: func(r *microRun, a iterAccess, i int) {
 			p, _ := a.get(0, r.key(r.pick[i]))
-			_ = decodeList(p, func([]byte) bool { return true })
+			sink += len(p)
+		}},
+		{name: "listGetAndIterate", kind: KindList, keys: valKeys, do: func(r *microRun, a iterAccess, i int) {
+			p, _ := a.get(0, r.key(r.pick[i]))
+			_ = decodeList(p, func(el []byte) bool { sink += len(el); return true })
 		}},
 		{name: "listUpdate", kind: KindList, keys: valKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) {
 			r.buf = listOf(microMapEntries, r.val)
@@ -106,13 +136,30 @@ func microDefs() []microDef {
 		}},
 		{name: "mapAdd", kind: KindMap, fresh: true, keys: func(r *microRun, i int, emit func([]byte)) { emit(r.entry(r.nkeys+i, 0)) },
 			do: func(r *microRun, a iterAccess, i int) { a.put(0, r.entry(r.nkeys+i, 0), r.val) }},
-		{name: "mapUpdate", kind: KindMap, keys: mapKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.put(0, r.entry(r.pick[i], i%microMapEntries), r.val) }},
-		{name: "mapGet", kind: KindMap, keys: mapKeys, do: func(r *microRun, a iterAccess, i int) { a.get(0, r.entry(r.pick[i], i%microMapEntries)) }},
 		{name: "mapContains", kind: KindMap, keys: func(r *microRun, i int, emit func([]byte)) { emit(r.entry(r.pick[i], i%(2*microMapEntries))) },
 			do: func(r *microRun, a iterAccess, i int) { a.get(0, r.entry(r.pick[i], i%(2*microMapEntries))) }},
+		{name: "mapEntries", kind: KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
+			iter(r, a, i, func(uk, v []byte) bool { sink += len(uk) + len(v); return true })
+		}},
+		{name: "mapGet", kind: KindMap, keys: mapKeys, do: func(r *microRun, a iterAccess, i int) { a.get(0, r.entry(r.pick[i], i%microMapEntries)) }},
+		{name: "mapIsEmpty", kind: KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
+			iter(r, a, i, func(_, _ []byte) bool { sink++; return false })
+		}},
+		{name: "mapIterator", kind: KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
+			iter(r, a, i, func(_, _ []byte) bool { return true })
+		}},
+		{name: "mapKeys", kind: KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
+			iter(r, a, i, func(uk, _ []byte) bool { sink += len(uk); return true })
+		}},
+		{name: "mapPutAll", kind: KindMap, fresh: true, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
+			for uk := 0; uk < microMapEntries; uk++ {
+				a.put(0, r.entry(r.nkeys+i, uk), r.val)
+			}
+		}},
 		{name: "mapRemove", kind: KindMap, keys: mapKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.del(0, r.entry(r.pick[i], i%microMapEntries)) }},
-		{name: "mapIterator", kind: KindMap, keys: func(*microRun, int, func([]byte)) {}, do: func(r *microRun, a iterAccess, i int) {
-			a.iterate(0, r.key(r.pick[i]), func(_, _ []byte) bool { return true })
+		{name: "mapUpdate", kind: KindMap, keys: mapKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.put(0, r.entry(r.pick[i], i%microMapEntries), r.val) }},
+		{name: "mapValues", kind: KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
+			iter(r, a, i, func(_, v []byte) bool { sink += len(v); return true })
 		}},
 	}
 }
@@ -134,12 +181,21 @@ func setupMicroRange(r *microRun, d microDef, a stateAccess, lo, hi int) {
 	}
 }
 
+func newMicroRun(nkeys int) *microRun {
+	r := &microRun{l: benchLayout, nkeys: nkeys, val: i64key(123456789)}
+	r.one = [][]byte{r.val}
+	for i := 0; i < microMapEntries; i++ {
+		r.all = append(r.all, r.val)
+	}
+	return r
+}
+
 // runMicro runs each micro-benchmark on two instances set up alike, the
 // per-op path and the engine interleaved chunk by chunk (each timed
 // separately, wall and task-thread CPU).
 func runMicro(cfg StateBenchConfig, dir string, note func(string)) ([]MicroResult, error) {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 7))
-	r := &microRun{l: benchLayout, nkeys: cfg.MicroKeys, val: i64key(123456789)}
+	r := newMicroRun(cfg.MicroKeys)
 	r.pick = make([]int, cfg.MicroOps)
 	for i := range r.pick {
 		r.pick[i] = rng.IntN(cfg.MicroKeys)
@@ -234,6 +290,11 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 	if acc.err != nil {
 		return res, acc.err
 	}
+	if cfg.verifyMicro {
+		if err := compareMicro(p, b, st); err != nil {
+			return res, err
+		}
+	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	res.PerOpOpsMs = float64(cfg.MicroOps) / ms(perOp)
 	res.EngineOpsMs = float64(cfg.MicroOps) / ms(engine)
@@ -312,4 +373,31 @@ func runMemoryWith(cfg StateBenchConfig, dir string, wb, total int64, val []byte
 		out = append(out, r)
 	}
 	return out, nil
+}
+
+// compareMicro checks that the per-op path and the engine hold the same live
+// entries (payloads; timestamps differ by when each path wrote).
+func compareMicro(p *perRecord, b *Bundle, st *State) error {
+	type kv struct{ k, v string }
+	var want, got []kv
+	p.iterate(0, nil, func(k, v []byte) bool { want = append(want, kv{string(k), string(v)}); return true })
+	if p.err != nil {
+		return p.err
+	}
+	if err := b.Begin(nil); err != nil {
+		return err
+	}
+	defer b.Abort()
+	if err := b.Iterate(st, nil, func(k, v []byte) bool { got = append(got, kv{string(k), string(v)}); return true }); err != nil {
+		return err
+	}
+	if len(want) != len(got) {
+		return fmt.Errorf("per-op path holds %d entries, engine %d", len(want), len(got))
+	}
+	for i := range want {
+		if want[i] != got[i] {
+			return fmt.Errorf("entry %d differs: per-op %x=%x, engine %x=%x", i, want[i].k, want[i].v, got[i].k, got[i].v)
+		}
+	}
+	return nil
 }

@@ -167,3 +167,23 @@ func BenchmarkMicro(b *testing.B) {
 		}
 	}
 }
+
+// TestMicroPathsAgree runs every micro-benchmark small and checks that the
+// per-op path and the engine end with the same stored state.
+func TestMicroPathsAgree(t *testing.T) {
+	cfg := StateBenchConfig{BundleSize: 97, MicroKeys: 300, MicroOps: 1000, ManagedMemory: 64 << 20, Seed: 3, verifyMicro: true}
+	res, err := runMicro(cfg, t.TempDir(), func(string) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, r := range res {
+		seen[r.Op] = true
+	}
+	for _, op := range []string{"valueAdd", "valueGet", "valueUpdate", "listAdd", "listAddAll", "listAppend", "listGet", "listGetAndIterate", "listUpdate",
+		"mapAdd", "mapContains", "mapEntries", "mapGet", "mapIsEmpty", "mapIterator", "mapKeys", "mapPutAll", "mapRemove", "mapUpdate", "mapValues"} {
+		if !seen[op] {
+			t.Errorf("micro-benchmark %s missing", op)
+		}
+	}
+}

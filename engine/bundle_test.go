@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestListAppendInPlace appends to one list repeatedly, interleaved with
+// appends to another key and with payloads held from earlier reads: the
+// slab tail grows in place only for the key written last, and earlier
+// payloads keep their bytes.
+func TestListAppendInPlace(t *testing.T) {
+	forBackends(t, smallLayout, func(t *testing.T, op *Operator, _ *Clock) {
+		l := mustState(t, op, "l")
+		b := op.NewBundle()
+		defer b.Close()
+		k1 := l.Key(nil, 3, []byte("a"), []byte("w"))
+		k2 := l.Key(nil, 5, []byte("b"), []byte("w"))
+		list := func(k []byte) string {
+			var out []string
+			if err := b.ListGet(l, k, func(e []byte) bool { out = append(out, string(e)); return true }); err != nil {
+				t.Fatal(err)
+			}
+			return fmt.Sprint(out)
+		}
+		begin(t, b, KeyRef{l, k1}, KeyRef{l, k2})
+		var held []byte
+		for i := 0; i < 50; i++ {
+			if err := b.ListAdd(l, k1, []byte{byte('a' + i%26)}); err != nil {
+				t.Fatal(err)
+			}
+			if i == 10 {
+				p, ok, err := b.Get(l, k1)
+				if err != nil || !ok {
+					t.Fatal(ok, err)
+				}
+				held = p
+			}
+			if i%7 == 0 {
+				if err := b.ListAddAll(l, k2, [][]byte{{byte(i)}, nil}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		var want []byte
+		for i := 0; i <= 10; i++ {
+			want = appendLenBytes(want, []byte{byte('a' + i)})
+		}
+		if string(held) != string(want) {
+			t.Fatalf("held payload changed: %x, want %x", held, want)
+		}
+		want1 := list(k1)
+		want2 := list(k2)
+		commit(t, b)
+		begin(t, b, KeyRef{l, k1}, KeyRef{l, k2})
+		if got := list(k1); got != want1 || len(want1) != 2+50*2-1 {
+			t.Fatalf("k1 list = %s, want %s", got, want1)
+		}
+		if got := list(k2); got != want2 || got != fmt.Sprint([]string{"\x00", "", "\x07", "", "\x0e", "", "\x15", "", "\x1c", "", "#", "", "*", "", "1", ""}) {
+			t.Fatalf("k2 list = %q", got)
+		}
+		commit(t, b)
+	})
+}
