@@ -212,6 +212,7 @@ func (m *MigratingJoinState) Begin(probes []recordstore.Probe) error {
 		}
 	}
 	if err := m.JoinState.Begin(m.mprobes); err != nil {
+		m.JoinState.Abort()
 		m.reset()
 		return err
 	}
@@ -219,6 +220,7 @@ func (m *MigratingJoinState) Begin(probes []recordstore.Probe) error {
 		// the converted groups see the bundle's own time
 		m.sclock.Set(m.JoinState.Now())
 		if err := m.sjs.Begin(m.sprobes); err != nil {
+			m.sjs.Abort()
 			m.JoinState.Abort()
 			m.reset()
 			return err
@@ -363,9 +365,7 @@ func (m *MigratingJoinState) Commit() error {
 // Abort discards the bundle; its keys' buckets stay.
 func (m *MigratingJoinState) Abort() {
 	m.JoinState.Abort()
-	if len(m.routed) > 0 {
-		m.sjs.Abort()
-	}
+	m.sjs.Abort()
 	m.reset()
 }
 

@@ -501,3 +501,69 @@ func TestMergedView(t *testing.T) {
 		})
 	}
 }
+
+// failGetBackend fails MultiGet of one state while armed.
+type failGetBackend struct {
+	countingBackend
+	failSt int
+	armed  bool
+}
+
+func (f *failGetBackend) MultiGet(st int, keys [][]byte, fn func(int, []byte, bool)) error {
+	if f.armed && st == f.failSt {
+		return errCommitFail
+	}
+	return f.countingBackend.MultiGet(st, keys, fn)
+}
+
+// TestOnlineBeginFailure: a bundle whose Begin fails (bucket lookup or the
+// record state's hydration) leaves the store and the wrapper usable; the
+// next bundle migrates and joins as the bucket layout would.
+func TestOnlineBeginFailure(t *testing.T) {
+	clock := engine.NewManualClock(5_000_000)
+	raw := openBackend(t, "rocksdb", 128, clock, bothStates(0))
+	ref := openBackend(t, "heap", 128, clock, bothStates(0)[:1])
+	gen := newExGen(t, 10, 40) // keys 20-39 have no bucket
+	for _, be := range []engine.Backend{raw, ref} {
+		hs, err := recordstore.Open(recordstore.LayoutBucket, be, recordstore.Options{Clock: clock})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := newExGen(t, 9, 20)
+		j := recordstore.NewJoin(hs, recordstore.JoinOptions{})
+		for b := 0; b < 10; b++ {
+			runJoin(t, j, g.bundle(20))
+		}
+	}
+	hr, _ := recordstore.Open(recordstore.LayoutBucket, ref, recordstore.Options{Clock: clock})
+	jr := recordstore.NewJoin(hr, recordstore.JoinOptions{})
+	be := &failGetBackend{countingBackend: countingBackend{Backend: raw}}
+	pool := engine.NewPool(1 << 20)
+	ms, err := NewMigratingJoinState(be, recordstore.Options{Clock: clock, Pool: pool})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.Close()
+	j := recordstore.NewJoin(ms, recordstore.JoinOptions{})
+	before := sortedEntries(t, raw)
+	for _, st := range []int{0, 1} { // bucket lookup, record hydration
+		in := gen.bundle(10)
+		be.failSt, be.armed = st, true
+		if err := j.ProcessBundle(in, func([]recordstore.Output) error { return nil }); !errors.Is(err, errCommitFail) {
+			t.Fatalf("state %d: error %v", st, err)
+		}
+		be.armed = false
+		if got := sortedEntries(t, raw); !reflect.DeepEqual(before, got) || pool.Used() != 0 {
+			t.Fatalf("state %d: a failed Begin changed the store or kept %d pool bytes", st, pool.Used())
+		}
+	}
+	for b := 0; b < 5; b++ {
+		in := gen.bundle(15)
+		if om, or := runJoin(t, j, in), runJoin(t, jr, in); !reflect.DeepEqual(om, or) {
+			t.Fatalf("bundle %d after failures: outputs differ", b)
+		}
+	}
+	if ms.OnlineStats().KeysMigrated == 0 {
+		t.Fatal("nothing migrated after the failures")
+	}
+}
