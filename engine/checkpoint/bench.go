@@ -3,7 +3,6 @@ package checkpoint
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -417,10 +416,6 @@ func plainUpload(ctx context.Context, st s3.Storage, dir, prefix string, sizes [
 // plainDownload times downloading every object of m into local files (in
 // dir, removed afterwards) with the given parallelism.
 func plainDownload(ctx context.Context, st s3.Storage, m *Manifest, dir string, parallel int) (float64, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(dir)
 	var keys []string
 	for _, s := range m.Subtasks {
 		for _, f := range s.Shared {
@@ -430,30 +425,5 @@ func plainDownload(ctx context.Context, st s3.Storage, m *Manifest, dir string, 
 			keys = append(keys, f.Key)
 		}
 	}
-	start := time.Now()
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(max(parallel, 1))
-	for i, k := range keys {
-		i, k := i, k
-		g.Go(func() error {
-			rc, err := st.Get(gctx, k)
-			if err != nil {
-				return err
-			}
-			defer rc.Close()
-			f, err := os.Create(filepath.Join(dir, fmt.Sprint(i)))
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(f, rc)
-			if cerr := f.Close(); err == nil {
-				err = cerr
-			}
-			return err
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return 0, err
-	}
-	return time.Since(start).Seconds(), nil
+	return plainDownloadKeys(ctx, st, keys, dir, parallel)
 }
