@@ -184,12 +184,7 @@ func deepDump(c *cli.Context, sp *savepoint.Savepoint, snap *native.Snapshot, wo
 		if limit > 0 && n >= limit {
 			return savepoint.StopWalk
 		}
-		line := inspectDumpLine{
-			Operator: h.Operator.ID.String(), Subtask: h.Subtask, KeyGroup: e.KeyGroup,
-			State: e.State.Name, Kind: savepoint.StateKind(e.State),
-			Key: e.Key, Namespace: e.Namespace, UserKey: e.UserKey, Value: e.Value,
-			TTLTimestamp: e.TTLTimestamp,
-		}
+		line := newDumpLine(h.Operator, h.Subtask, e)
 		if err := enc.Encode(&line); err != nil {
 			return fmt.Errorf("writing entry: %w", err)
 		}

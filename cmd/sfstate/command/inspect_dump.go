@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/urfave/cli/v2"
 )
 
@@ -24,6 +25,17 @@ type inspectDumpLine struct {
 	TTLTimestamp *int64 `json:"ttlTimestamp,omitempty"`
 }
 
+// newDumpLine is the dump line of one decoded entry of subtask subtask of
+// operator op.
+func newDumpLine(op *savepoint.OperatorState, subtask int, e *keyed.Entry) inspectDumpLine {
+	return inspectDumpLine{
+		Operator: op.ID.String(), Subtask: subtask, KeyGroup: e.KeyGroup,
+		State: e.State.Name, Kind: savepoint.StateKind(e.State),
+		Key: e.Key, Namespace: e.Namespace, UserKey: e.UserKey, Value: e.Value,
+		TTLTimestamp: e.TTLTimestamp,
+	}
+}
+
 func runDump(c *cli.Context, sp *savepoint.Savepoint, o savepoint.ScanOptions) error {
 	w := bufio.NewWriterSize(c.App.Writer, 64<<10)
 	enc := json.NewEncoder(w)
@@ -34,13 +46,7 @@ func runDump(c *cli.Context, sp *savepoint.Savepoint, o savepoint.ScanOptions) e
 		if limit > 0 && n >= limit {
 			return savepoint.StopWalk
 		}
-		kind := savepoint.StateKind(e.State)
-		line := inspectDumpLine{
-			Operator: e.Operator.ID.String(), Subtask: e.Subtask, KeyGroup: e.KeyGroup,
-			State: e.State.Name, Kind: kind,
-			Key: e.Key, Namespace: e.Namespace, UserKey: e.UserKey, Value: e.Value,
-			TTLTimestamp: e.TTLTimestamp,
-		}
+		line := newDumpLine(e.Operator, e.Subtask, e.Entry)
 		if err := enc.Encode(&line); err != nil {
 			return fmt.Errorf("writing entry: %w", err)
 		}
