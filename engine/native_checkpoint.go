@@ -338,21 +338,7 @@ func nonEmpty(b []byte) []byte {
 // CompactNative compacts every state of a RocksDB backend over its whole
 // key range and waits (tests and benchmarks use it to make SST files
 // obsolete, as background compaction would).
-func CompactNative(b Backend) error {
-	rb, ok := b.(*rocksBackend)
-	if !ok {
-		return ErrNotNative
-	}
-	rb.mu.RLock()
-	defer rb.mu.RUnlock()
-	if rb.closed {
-		return ErrClosed
-	}
-	for _, cf := range rb.cfs {
-		rb.db.CompactRangeCF(cf, grocksdb.Range{})
-	}
-	return nil
-}
+func CompactNative(b Backend) error { return CompactNativeRange(b, nil, nil) }
 
 // OpenRocksDBKeyGroupFiles is OpenRocksDB with every state's compactions
 // cutting SST files at key-group boundaries (a fixed-prefix SST partitioner
@@ -370,7 +356,7 @@ func setKeyGroupPartitioner(o *grocksdb.Options, width int) {
 }
 
 // CompactNativeRange compacts every state of a RocksDB backend over the
-// user keys [lo, hi) and waits. After DeleteRange over the same keys it
+// user keys [lo, hi) (nil bounds are open) and waits. After DeleteRange over the same keys it
 // drops the deleted entries and, at the bottom level, the range tombstone
 // itself, so no SST file of the backend spans the deleted keys any more.
 func CompactNativeRange(b Backend, lo, hi []byte) error {
