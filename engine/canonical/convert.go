@@ -94,27 +94,30 @@ func parseFlinkPart(dst []byte, t engine.Type, b []byte, what string) ([]byte, e
 	return append(dst, b...), nil
 }
 
+// stringValueVarint reads one 7-bit varint of Flink's StringValue encoding
+// at b[*pos], advancing *pos; false when truncated or longer than 5 bytes.
+func stringValueVarint(b []byte, pos *int) (uint32, bool) {
+	var v uint32
+	for shift := uint(0); shift < 35; shift += 7 {
+		if *pos >= len(b) {
+			return 0, false
+		}
+		c := b[*pos]
+		*pos++
+		v |= uint32(c&0x7f) << shift
+		if c < 0x80 {
+			return v, true
+		}
+	}
+	return 0, false
+}
+
 // appendStringValueUTF8 decodes Flink's StringValue encoding (length+1 and
 // UTF-16 code units as 7-bit varints) and appends the UTF-8 form. A NULL
 // string or an unpaired surrogate cannot be represented and fails.
 func appendStringValueUTF8(dst, b []byte, what string) ([]byte, error) {
 	pos := 0
-	varint := func() (uint32, bool) {
-		var v uint32
-		for shift := uint(0); shift < 35; shift += 7 {
-			if pos >= len(b) {
-				return 0, false
-			}
-			c := b[pos]
-			pos++
-			v |= uint32(c&0x7f) << shift
-			if c < 0x80 {
-				return v, true
-			}
-		}
-		return 0, false
-	}
-	n, ok := varint()
+	n, ok := stringValueVarint(b, &pos)
 	if !ok {
 		return dst, convErr("%s: truncated string length", what)
 	}
@@ -127,7 +130,7 @@ func appendStringValueUTF8(dst, b []byte, what string) ([]byte, error) {
 	}
 	units := make([]uint16, 0, n)
 	for i := uint32(0); i < n; i++ {
-		c, ok := varint()
+		c, ok := stringValueVarint(b, &pos)
 		if !ok || c > 0xffff {
 			return dst, convErr("%s: bad char %d", what, i)
 		}
@@ -395,27 +398,12 @@ func elemLen(t engine.Type, b []byte) (int, error) {
 		return 4, nil
 	case engine.TypeString:
 		pos := 0
-		varint := func() (uint32, bool) {
-			var v uint32
-			for shift := uint(0); shift < 35; shift += 7 {
-				if pos >= len(b) {
-					return 0, false
-				}
-				c := b[pos]
-				pos++
-				v |= uint32(c&0x7f) << shift
-				if c < 0x80 {
-					return v, true
-				}
-			}
-			return 0, false
-		}
-		n, ok := varint()
+		n, ok := stringValueVarint(b, &pos)
 		if !ok {
 			return 0, convErr("truncated string length")
 		}
 		for i := uint32(1); i < n; i++ {
-			if _, ok := varint(); !ok {
+			if _, ok := stringValueVarint(b, &pos); !ok {
 				return 0, convErr("truncated string")
 			}
 		}
