@@ -474,9 +474,9 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 	}
 	for os, m := range states {
 		for _, acc := range m {
-			acc.s.KeyGroups = newKeyGroupDist(acc.kgs, opKGTotal[os])
+			acc.s.KeyGroups = NewKeyGroupDist(acc.kgs, opKGTotal[os])
 		}
-		os.KeyGroups = newKeyGroupDist(opKG[os], opKGTotal[os])
+		os.KeyGroups = NewKeyGroupDist(opKG[os], opKGTotal[os])
 		sort.SliceStable(os.KeyedStates, func(i, j int) bool { return os.KeyedStates[i].Name < os.KeyedStates[j].Name })
 	}
 	if err := scanOperatorStateTypes(ctx, sp, sum, o); err != nil {

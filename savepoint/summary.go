@@ -156,9 +156,10 @@ type KeyGroupCount struct {
 	Entries  int64 `json:"entries"`
 }
 
-// newKeyGroupDist builds a distribution from per-key-group counts over
-// total key groups (empty key groups count as 0 for min/median).
-func newKeyGroupDist(counts map[int]int64, total int) *KeyGroupDist {
+// NewKeyGroupDist builds a distribution from per-key-group counts over
+// total key groups (empty key groups count as 0 for min/median): min,
+// median, max, the counts sorted by key group and the five hottest.
+func NewKeyGroupDist(counts map[int]int64, total int) *KeyGroupDist {
 	d := &KeyGroupDist{KeyGroups: total, NonEmpty: len(counts)}
 	vals := make([]int64, 0, total)
 	for kg, n := range counts {

@@ -1,8 +1,6 @@
 package native
 
 import (
-	"sort"
-
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/sfstate/sfstate/savepoint/serde"
@@ -88,27 +86,5 @@ func (s *Stats) Total() *savepoint.KeyGroupDist { return KeyGroupDist(s.kgs, s.K
 // KeyGroupDist summarizes per-key-group counts over total key groups
 // (empty key groups count as 0 for min and median).
 func KeyGroupDist(counts map[int]int64, total int) *savepoint.KeyGroupDist {
-	total = max(total, len(counts))
-	d := &savepoint.KeyGroupDist{KeyGroups: total, NonEmpty: len(counts)}
-	vals := make([]int64, 0, total)
-	for kg, n := range counts {
-		d.Counts = append(d.Counts, savepoint.KeyGroupCount{KeyGroup: kg, Entries: n})
-		vals = append(vals, n)
-	}
-	for len(vals) < total {
-		vals = append(vals, 0)
-	}
-	sort.Slice(d.Counts, func(i, j int) bool { return d.Counts[i].KeyGroup < d.Counts[j].KeyGroup })
-	sort.Slice(vals, func(i, j int) bool { return vals[i] < vals[j] })
-	if len(vals) > 0 {
-		d.Min, d.Max = vals[0], vals[len(vals)-1]
-		d.Median = vals[(len(vals)-1)/2]
-	}
-	hot := append([]savepoint.KeyGroupCount(nil), d.Counts...)
-	sort.SliceStable(hot, func(i, j int) bool { return hot[i].Entries > hot[j].Entries })
-	if len(hot) > 5 {
-		hot = hot[:5]
-	}
-	d.Hottest = hot
-	return d
+	return savepoint.NewKeyGroupDist(counts, max(total, len(counts)))
 }
