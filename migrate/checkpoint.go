@@ -1139,19 +1139,6 @@ func digestRecordsDir(dir string, width int) (*Digest, error) {
 	return dg.D, err
 }
 
-func keyGroupOfKey(key []byte, width int, low bool) int {
-	if len(key) < width {
-		if low {
-			return 0
-		}
-		return 1<<(8*width) - 1
-	}
-	if width == 1 {
-		return int(key[0])
-	}
-	return int(key[0])<<8 | int(key[1])
-}
-
 // upload publishes the subtask's output directory: new SST files and the
 // private files are written; SST files that are hard links of source files
 // keep the source's object key and are carried over by reference.
@@ -1171,7 +1158,7 @@ func (r *run) upload(st *checkpoint.Subtask, dir string, infos map[string]os.Fil
 			return nil, err
 		}
 		ent := checkpoint.SSTEntry{ColumnFamily: f.ColumnFamily, Level: f.Level, Smallest: f.Smallest, Largest: f.Largest,
-			FirstKeyGroup: keyGroupOfKey(f.Smallest, width, true), LastKeyGroup: keyGroupOfKey(f.Largest, width, false),
+			FirstKeyGroup: checkpoint.KeyGroupOf(f.Smallest, width, true), LastKeyGroup: checkpoint.KeyGroupOf(f.Largest, width, false),
 			SmallestSeqno: f.SmallestSeqno, LargestSeqno: f.LargestSeqno, Entries: f.Entries, Deletions: f.Deletions}
 		var srcObj *checkpoint.Object
 		for i := range st.Shared {

@@ -252,9 +252,11 @@ func (m *Manifest) validate(id int64) error {
 	return nil
 }
 
-// keyGroupOf reads the key group prefix of a stored key; a key shorter than
-// the prefix (never written by the engine) maps to the nearest bound.
-func keyGroupOf(key []byte, width int, low bool) int {
+// KeyGroupOf reads the key-group prefix (width 1 or 2 bytes) of a stored
+// key; a key shorter than the prefix (never written by the engine) maps to
+// the lowest key group when low is set, else to the highest the prefix can
+// hold.
+func KeyGroupOf(key []byte, width int, low bool) int {
 	if len(key) < width {
 		if low {
 			return 0

@@ -368,7 +368,7 @@ func (c *Checkpointer) publish(ctx context.Context, id int64, locals []*localSub
 			o := l.objs[i]
 			sub.Shared[i] = SSTEntry{Object: Object{Name: f.Name, Key: o.key, Size: f.Size}, ColumnFamily: f.ColumnFamily, Level: f.Level,
 				Smallest: f.Smallest, Largest: f.Largest,
-				FirstKeyGroup: keyGroupOf(f.Smallest, width, true), LastKeyGroup: keyGroupOf(f.Largest, width, false),
+				FirstKeyGroup: KeyGroupOf(f.Smallest, width, true), LastKeyGroup: KeyGroupOf(f.Largest, width, false),
 				SmallestSeqno: f.SmallestSeqno, LargestSeqno: f.LargestSeqno, Entries: f.Entries, Deletions: f.Deletions,
 				Uploaded: l.upload[i]}
 			if !l.upload[i] {
