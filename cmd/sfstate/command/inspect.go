@@ -237,15 +237,7 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 			}
 		}
 		if d := op.KeyGroups; d != nil && s.Scanned && op.KeyedLayout == savepoint.LayoutCanonical {
-			fmt.Fprintf(w, "  key groups: %d of %d non-empty; entries per key group min %d, median %d, max %d", d.NonEmpty, d.KeyGroups, d.Min, d.Median, d.Max)
-			if len(d.Hottest) > 0 {
-				parts := make([]string, len(d.Hottest))
-				for i, h := range d.Hottest {
-					parts[i] = fmt.Sprintf("%d (%d)", h.KeyGroup, h.Entries)
-				}
-				fmt.Fprintf(w, "; hottest %s", strings.Join(parts, ", "))
-			}
-			fmt.Fprintln(w)
+			renderKeyGroupLine(w, d)
 		}
 		if len(op.NativeFiles) > 0 {
 			fmt.Fprintf(w, "  native files:\n")
@@ -284,4 +276,18 @@ func inspectYesNo(b bool) string {
 
 func inspectMillis(ms int64) string {
 	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// renderKeyGroupLine prints an operator's key-group distribution: non-empty
+// key groups, min, median and max entries per key group, the hottest.
+func renderKeyGroupLine(w io.Writer, d *savepoint.KeyGroupDist) {
+	fmt.Fprintf(w, "  key groups: %d of %d non-empty; entries per key group min %d, median %d, max %d", d.NonEmpty, d.KeyGroups, d.Min, d.Median, d.Max)
+	if len(d.Hottest) > 0 {
+		parts := make([]string, len(d.Hottest))
+		for i, h := range d.Hottest {
+			parts[i] = fmt.Sprintf("%d (%d)", h.KeyGroup, h.Entries)
+		}
+		fmt.Fprintf(w, "; hottest %s", strings.Join(parts, ", "))
+	}
+	fmt.Fprintln(w)
 }

@@ -10,7 +10,6 @@ import (
 	"os"
 	"os/signal"
 	"sort"
-	"strings"
 	"syscall"
 	"time"
 
@@ -156,15 +155,7 @@ func renderDeep(w io.Writer, s *deepSummary) {
 			fmt.Fprintf(w, "    no entries\n")
 		}
 		if d := op.KeyGroups; d != nil {
-			fmt.Fprintf(w, "  key groups: %d of %d non-empty; entries per key group min %d, median %d, max %d", d.NonEmpty, d.KeyGroups, d.Min, d.Median, d.Max)
-			if len(d.Hottest) > 0 {
-				parts := make([]string, len(d.Hottest))
-				for i, h := range d.Hottest {
-					parts[i] = fmt.Sprintf("%d (%d)", h.KeyGroup, h.Entries)
-				}
-				fmt.Fprintf(w, "; hottest %s", strings.Join(parts, ", "))
-			}
-			fmt.Fprintln(w)
+			renderKeyGroupLine(w, d)
 		}
 		if op.OutOfRange > 0 {
 			fmt.Fprintf(w, "  note: %d entries lie outside their subtask's key-group range (skipped)\n", op.OutOfRange)
