@@ -33,16 +33,9 @@ import (
 // The operator, key groups and TTLs come from the checkpoint's manifest.
 // A target parallelism of 0 is the checkpoint's, -1 one more.
 func VerifyNative(ctx context.Context, st s3.Storage, id int64, o verify.Options) (*verify.Report, error) {
-	m, err := checkpoint.ReadManifest(ctx, st, id)
+	m, sp, err := openNative(ctx, st, id)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", verify.ErrUnreadable, err)
-	}
-	sp, err := savepoint.Open(ctx, st, checkpoint.MetadataKey(id))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", verify.ErrUnreadable, err)
-	}
-	if len(sp.Meta.Operators) != 1 {
-		return nil, fmt.Errorf("%w: native checkpoint with %d operators", verify.ErrUnreadable, len(sp.Meta.Operators))
+		return nil, err
 	}
 	op := sp.Meta.Operators[0]
 	var check *verify.CheckResult
@@ -264,20 +257,30 @@ func (n *native) scanJoin(be engine.Backend, desc engine.StateDesc, d *verify.Di
 	})
 }
 
+// openNative reads checkpoint id's manifest and `_metadata`, which must
+// hold one operator; failures wrap verify.ErrUnreadable.
+func openNative(ctx context.Context, st s3.Storage, id int64) (*checkpoint.Manifest, *savepoint.Savepoint, error) {
+	m, err := checkpoint.ReadManifest(ctx, st, id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", verify.ErrUnreadable, err)
+	}
+	sp, err := savepoint.Open(ctx, st, checkpoint.MetadataKey(id))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %v", verify.ErrUnreadable, err)
+	}
+	if len(sp.Meta.Operators) != 1 {
+		return nil, nil, fmt.Errorf("%w: native checkpoint with %d operators", verify.ErrUnreadable, len(sp.Meta.Operators))
+	}
+	return m, sp, nil
+}
+
 // DigestNative digests checkpoint id of st as VerifyNative digests its
 // source (for comparing two checkpoints, e.g. before and after a join-state
 // layout migration).
 func DigestNative(ctx context.Context, st s3.Storage, id int64, o verify.Options) (*verify.Digest, error) {
-	m, err := checkpoint.ReadManifest(ctx, st, id)
+	m, sp, err := openNative(ctx, st, id)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", verify.ErrUnreadable, err)
-	}
-	sp, err := savepoint.Open(ctx, st, checkpoint.MetadataKey(id))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", verify.ErrUnreadable, err)
-	}
-	if len(sp.Meta.Operators) != 1 {
-		return nil, fmt.Errorf("%w: native checkpoint with %d operators", verify.ErrUnreadable, len(sp.Meta.Operators))
+		return nil, err
 	}
 	n := &native{st: st, id: id, m: m, op: sp.Meta.Operators[0].ID.String(), o: o}
 	return n.digest(ctx, verify.Target{Backend: "rocksdb", Parallelism: len(m.Subtasks)}, true)
