@@ -13,7 +13,7 @@ BIN        := $(CURDIR)/bin
 APT_PKGS   := librocksdb-dev libsnappy-dev liblz4-dev libzstd-dev zlib1g-dev libbz2-dev
 VERSITYGW  := github.com/versity/versitygw/cmd/versitygw@v1.8.0
 TOXIPROXY  := github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0
-FUZZTIME   ?= 20s
+FUZZTIME   ?= 20s   # below ~5s Go's fuzzer can stop a worker mid-baseline and report a spurious deadline failure
 export SFSTATE_BIN := $(BIN)
 
 # Packages that link RocksDB (through engine/) need cgo; everything else must
