@@ -368,6 +368,22 @@ func (p *parser) sync() bool {
 	return p.err == nil
 }
 
+// typeCode reads the type code that starts a content or classDesc element
+// at nesting depth, with its offset; ok is false once the parse has failed
+// (including for nesting deeper than the limit).
+func (p *parser) typeCode(depth int) (tc byte, at int64, ok bool) {
+	if p.err != nil {
+		return 0, 0, false
+	}
+	at = p.d.Offset()
+	if depth > p.maxDepth {
+		p.fail(at, "nesting deeper than %d", p.maxDepth)
+		return 0, at, false
+	}
+	tc = p.d.U8()
+	return tc, at, p.sync()
+}
+
 func (p *parser) magic() {
 	at := p.d.Offset()
 	m := p.d.U16()
@@ -407,16 +423,8 @@ func (p *parser) reference(at int64) any {
 // content reads one content element. top reports whether the caller is the
 // top level (TC_RESET and block data are legal there).
 func (p *parser) content(depth int, top bool) any {
-	if p.err != nil {
-		return nil
-	}
-	at := p.d.Offset()
-	if depth > p.maxDepth {
-		p.fail(at, "nesting deeper than %d", p.maxDepth)
-		return nil
-	}
-	tc := p.d.U8()
-	if !p.sync() {
+	tc, at, ok := p.typeCode(depth)
+	if !ok {
 		return nil
 	}
 	switch tc {
@@ -500,16 +508,8 @@ func (p *parser) str(n int, at int64) any {
 // classDesc reads a classDesc production: TC_CLASSDESC, TC_PROXYCLASSDESC,
 // TC_NULL or TC_REFERENCE (to a descriptor).
 func (p *parser) classDesc(depth int) *ClassDesc {
-	if p.err != nil {
-		return nil
-	}
-	at := p.d.Offset()
-	if depth > p.maxDepth {
-		p.fail(at, "nesting deeper than %d", p.maxDepth)
-		return nil
-	}
-	tc := p.d.U8()
-	if !p.sync() {
+	tc, at, ok := p.typeCode(depth)
+	if !ok {
 		return nil
 	}
 	switch tc {
