@@ -38,9 +38,13 @@ type Subtask struct {
 // Operator is one operator to export.
 type Operator struct {
 	// UID is the operator's uid; its id is murmur3_x64_128 of the uid, as
-	// Flink computes it. ID, when non-zero, is used instead.
+	// Flink computes it. ID, when non-zero, is used instead. Metadata V5+
+	// also records the uid itself.
 	UID string
-	ID  savepoint.OperatorID
+	// Name is the operator's name, recorded from metadata V5 on ("" =
+	// none, as Flink writes an absent name).
+	Name string
+	ID   savepoint.OperatorID
 	// Parallelism and MaxParallelism of the operator. Every subtask
 	// 0..Parallelism-1 that has state must be listed once.
 	Parallelism, MaxParallelism int
@@ -59,10 +63,17 @@ type ExportOptions struct {
 	InlineThreshold int
 	// Compress writes Snappy-framed key-group blocks.
 	Compress bool
-	// FlinkVersion selects the metadata version: "" or "1.15" → V3 (read by
-	// every Flink 1.15-2.x); "1.16" ... "1.20" → V4 with a
-	// CheckpointProperties trailer describing a canonical savepoint.
+	// FlinkVersion selects the metadata version the named release writes
+	// (MetadataVersionFor): "" or "1.15" → V3 (read by every Flink
+	// 1.15-2.x); "1.16" ... "1.20" → V4 with a CheckpointProperties
+	// trailer describing a canonical savepoint; "2.0" ... "2.2", "2.x" → V5
+	// (V4 plus each operator's name and uid).
 	FlinkVersion string
+	// MetadataVersion, when non-zero, overrides FlinkVersion's choice:
+	// 3, 4, 5 or 6 (6 = the V5 body under V6's number; savepoints carry
+	// no channel state, the only part V6 changes). V7 is refused: Flink
+	// never writes a savepoint as V7.
+	MetadataVersion int
 	// TempDir holds the staged stream files (default os.TempDir()).
 	TempDir string
 }
@@ -73,6 +84,27 @@ type Stats struct {
 	Files       int // data files written (Export) or read (Import)
 	Inline      int // inline streams
 	StreamBytes int64
+}
+
+// modifiedUTF8Len is the length of s in Java's modified UTF-8 (the form
+// DataOutput.writeUTF writes, limited to 65535 bytes).
+func modifiedUTF8Len(s string) int {
+	n := 0
+	for _, r := range s {
+		switch {
+		case r == 0:
+			n += 2
+		case r < 0x80:
+			n++
+		case r < 0x800:
+			n += 2
+		case r < 0x10000:
+			n += 3
+		default:
+			n += 6 // surrogate pair, 3 bytes each
+		}
+	}
+	return n
 }
 
 func uuid() string {
@@ -105,13 +137,21 @@ func Export(ctx context.Context, ops []Operator, store s3.Storage, o ExportOptio
 	if o.InlineThreshold > maxInlineThreshold {
 		return nil, stats, fmt.Errorf("canonical: inline threshold %d above Flink's maximum %d", o.InlineThreshold, maxInlineThreshold)
 	}
-	md := &savepoint.Metadata{Version: 3, CheckpointID: o.CheckpointID}
-	if o.FlinkVersion != "" && o.FlinkVersion != "1.15" {
-		tr, err := CheckpointPropertiesTrailer(o.FlinkVersion)
-		if err != nil {
+	md := &savepoint.Metadata{CheckpointID: o.CheckpointID}
+	var err error
+	if md.Version, err = MetadataVersionFor(o.FlinkVersion); err != nil {
+		return nil, stats, err
+	}
+	if o.MetadataVersion != 0 {
+		if o.MetadataVersion < 3 || o.MetadataVersion > 6 {
+			return nil, stats, fmt.Errorf("canonical: metadata version %d cannot be written for a savepoint (3-6)", o.MetadataVersion)
+		}
+		md.Version = o.MetadataVersion
+	}
+	if md.Version >= 4 {
+		if md.Trailer, err = savepointTrailer(); err != nil {
 			return nil, stats, err
 		}
-		md.Version, md.Trailer = 4, tr
 	}
 	// Validate everything before the first byte is written.
 	seen := map[savepoint.OperatorID]bool{}
@@ -125,6 +165,13 @@ func Export(ctx context.Context, ops []Operator, store s3.Storage, o ExportOptio
 		}
 		if seen[op.ID] {
 			return nil, stats, fmt.Errorf("canonical: operator %s listed twice", op.ID)
+		}
+		if md.Version >= 5 {
+			for _, s := range []string{op.Name, op.UID} {
+				if n := modifiedUTF8Len(s); n > 65535 {
+					return nil, stats, fmt.Errorf("canonical: operator %s: name or uid of %d bytes in modified UTF-8 (at most 65535)", op.ID, n)
+				}
+			}
 		}
 		seen[op.ID] = true
 		if err := keygroups.CheckParallelism(op.MaxParallelism, op.Parallelism); err != nil {
@@ -157,6 +204,9 @@ func Export(ctx context.Context, ops []Operator, store s3.Storage, o ExportOptio
 	for i := range ops {
 		op := &ops[i]
 		os := &savepoint.OperatorState{ID: op.ID, Parallelism: int32(op.Parallelism), MaxParallelism: int32(op.MaxParallelism)}
+		if md.Version >= 5 {
+			os.Name, os.UID = op.Name, op.UID
+		}
 		for _, st := range op.Subtasks {
 			if err := ctx.Err(); err != nil {
 				return nil, stats, err

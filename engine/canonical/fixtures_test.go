@@ -125,7 +125,14 @@ func TestTrailerMatchesFlink(t *testing.T) {
 	if matched == 0 {
 		t.Fatal("no fixture with a manual canonical savepoint trailer")
 	}
-	if _, err := CheckpointPropertiesTrailer("2.0"); err == nil {
-		t.Error("trailer for 2.0")
+	for _, v := range []string{"1.16", "2.0", "2.x"} {
+		if b, err := CheckpointPropertiesTrailer(v); err != nil || !bytes.Equal(b, tr) {
+			t.Errorf("trailer for %s: %v (equal %v)", v, err, bytes.Equal(b, tr))
+		}
+	}
+	for _, v := range []string{"", "1.15", "3.0", "1.14"} {
+		if _, err := CheckpointPropertiesTrailer(v); err == nil {
+			t.Errorf("trailer for %q", v)
+		}
 	}
 }
