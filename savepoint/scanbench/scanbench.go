@@ -176,8 +176,18 @@ type Phase struct {
 	Entries       int64   `json:"entries"`
 	EntriesPerSec float64 `json:"entriesPerSecond"`
 	MBPerSec      float64 `json:"mbPerSecond"`
-	// RatioToRaw is MBPerSec over the raw read's.
+	// Cold is set for phases that start with the data file evicted from
+	// the page cache (EvictFile), so its bytes come from disk.
+	Cold bool `json:"cold"`
+	// Cached is the fraction of the data file's pages that were in the
+	// page cache when the (fastest) round started, measured with mincore:
+	// ~0 for cold phases (the eviction worked), ~1 for warm ones.
+	Cached float64 `json:"cachedAtStart"`
+	// RatioToRaw is MBPerSec over the page-cached raw read's.
 	RatioToRaw float64 `json:"ratioToRaw"`
+	// RatioToColdRaw is MBPerSec over the cold raw read's (0 when no cold
+	// read ran).
+	RatioToColdRaw float64 `json:"ratioToColdRaw"`
 	// PeakRSS is the process's peak resident set during the phase (bytes;
 	// the peak is reset before each phase where the kernel allows it,
 	// else it is the process peak so far).
@@ -188,17 +198,25 @@ type Phase struct {
 
 // Phases names, in run order.
 const (
-	PhaseRaw    = "raw read"
-	PhaseHeader = "header-only scan"
-	PhaseDecode = "full decode"
+	// PhaseRaw reads the data file from the page cache with 1 MiB reads.
+	PhaseRaw = "raw read"
+	// PhaseRawCold evicts the data file from the page cache and reads it
+	// from disk with 4 MiB sequential reads.
+	PhaseRawCold = "raw read, cold"
+	PhaseHeader  = "header-only scan"
+	PhaseDecode  = "full decode"
+	// PhaseDecodeCold is PhaseDecode on an evicted data file.
+	PhaseDecodeCold = "full decode, cold"
 	// PhaseValidate walks every entry with keyed.ModeValidate: every byte
 	// of every key and value checked as by a full decode, no values built.
 	PhaseValidate = "full validate"
 	PhaseCheck    = "check"
 )
 
-// Run measures the four phases on a generated savepoint. rounds > 1 runs
-// each phase that often and keeps the fastest.
+// Run measures the phases on a generated savepoint. rounds > 1 runs each
+// phase that often and keeps the fastest. Cold phases are left out where
+// the page cache cannot be dropped (not Linux, or a file system such as
+// tmpfs that keeps its pages).
 func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
 	st, err := s3.NewLocal(g.Dir)
 	if err != nil {
@@ -208,16 +226,21 @@ func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
 	if err != nil {
 		return nil, err
 	}
+	data := filepath.Join(g.Dir, DataFile)
+	canEvict := evictWorks(data)
 	rounds = max(rounds, 1)
 	phases := []struct {
 		name string
+		cold bool
 		fn   func() (int64, error)
 	}{
-		{PhaseRaw, func() (int64, error) { return 0, RawRead(filepath.Join(g.Dir, DataFile)) }},
-		{PhaseHeader, func() (int64, error) { return walk(ctx, sp, keyed.ModeRaw) }},
-		{PhaseDecode, func() (int64, error) { return walk(ctx, sp, keyed.ModeDecode) }},
-		{PhaseValidate, func() (int64, error) { return walk(ctx, sp, keyed.ModeValidate) }},
-		{PhaseCheck, func() (int64, error) {
+		{PhaseRaw, false, func() (int64, error) { return 0, readFile(data, 1<<20) }},
+		{PhaseRawCold, true, func() (int64, error) { return 0, readFile(data, 4<<20) }},
+		{PhaseHeader, false, func() (int64, error) { return walk(ctx, sp, keyed.ModeRaw) }},
+		{PhaseDecode, false, func() (int64, error) { return walk(ctx, sp, keyed.ModeDecode) }},
+		{PhaseDecodeCold, true, func() (int64, error) { return walk(ctx, sp, keyed.ModeDecode) }},
+		{PhaseValidate, false, func() (int64, error) { return walk(ctx, sp, keyed.ModeValidate) }},
+		{PhaseCheck, false, func() (int64, error) {
 			probs, stats := savepoint.Check(ctx, sp, savepoint.CheckOptions{})
 			if len(probs) != 0 {
 				return 0, fmt.Errorf("scanbench: check found %d problems, first: %v", len(probs), probs[0])
@@ -227,8 +250,19 @@ func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
 	}
 	var out []Phase
 	for _, ph := range phases {
-		best := Phase{Name: ph.name, Seconds: math.Inf(1)}
+		if ph.cold && !canEvict {
+			continue
+		}
+		best := Phase{Name: ph.name, Cold: ph.cold, Seconds: math.Inf(1)}
 		for range rounds {
+			if ph.cold {
+				if err := EvictFile(data); err != nil {
+					return nil, fmt.Errorf("%s: %w", ph.name, err)
+				}
+			} else if err := readFile(data, 1<<20); err != nil { // warm the cache
+				return nil, fmt.Errorf("%s: %w", ph.name, err)
+			}
+			cached, _ := Resident(data)
 			runtime.GC()
 			debug.FreeOSMemory()
 			resetPeakRSS()
@@ -243,13 +277,13 @@ func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", ph.name, err)
 			}
-			if ph.name == PhaseRaw {
+			if ph.name == PhaseRaw || ph.name == PhaseRawCold {
 				n = g.Entries
 			} else if n != g.Entries {
 				return nil, fmt.Errorf("scanbench: %s saw %d entries, want %d", ph.name, n, g.Entries)
 			}
 			if sec < best.Seconds {
-				best.Seconds, best.Entries, best.CPUSeconds = sec, n, cpu
+				best.Seconds, best.Entries, best.CPUSeconds, best.Cached = sec, n, cpu, cached
 				best.Allocs = ms1.Mallocs - ms0.Mallocs
 			}
 			best.PeakRSS = max(best.PeakRSS, PeakRSS())
@@ -258,8 +292,20 @@ func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
 		best.MBPerSec = float64(g.DataBytes) / 1e6 / best.Seconds
 		out = append(out, best)
 	}
+	var raw, cold float64
+	for _, p := range out {
+		switch p.Name {
+		case PhaseRaw:
+			raw = p.MBPerSec
+		case PhaseRawCold:
+			cold = p.MBPerSec
+		}
+	}
 	for i := range out {
-		out[i].RatioToRaw = out[i].MBPerSec / out[0].MBPerSec
+		out[i].RatioToRaw = out[i].MBPerSec / raw
+		if cold > 0 {
+			out[i].RatioToColdRaw = out[i].MBPerSec / cold
+		}
 	}
 	return out, nil
 }
@@ -273,16 +319,30 @@ func walk(ctx context.Context, sp *savepoint.Savepoint, mode keyed.Mode) (int64,
 	return n, err
 }
 
+// evictWorks reports whether EvictFile drops path from the page cache here
+// (it does not on Linux tmpfs, for example).
+func evictWorks(path string) bool {
+	if EvictFile(path) != nil {
+		return false
+	}
+	r, err := Resident(path)
+	return err == nil && r < 0.05
+}
+
 // RawRead reads a file from disk (or the page cache) with a 1 MiB buffer
 // and discards the bytes: the baseline the decoding phases are compared
 // with.
-func RawRead(path string) error {
+func RawRead(path string) error { return readFile(path, 1<<20) }
+
+// readFile reads path sequentially with bufSize-byte reads, discarding the
+// bytes.
+func readFile(path string, bufSize int) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	buf := make([]byte, 1<<20)
+	buf := make([]byte, bufSize)
 	for {
 		_, err := f.Read(buf)
 		if errors.Is(err, io.EOF) {
