@@ -41,6 +41,11 @@ type ScanOptions struct {
 	TTLMillis, NowMillis int64
 	// Mode is the entry decoding depth (default keyed.ModeDecode).
 	Mode keyed.Mode
+	// ReuseValues decodes values into recycled memory: the decoded Key,
+	// Namespace, UserKey and Value of an entry are then valid only during
+	// its callback (see keyed.ReadOptions.ReuseValues). Full decodes then
+	// allocate nothing per entry.
+	ReuseValues bool
 	// SkipNative skips native handles instead of failing with
 	// ErrNativeLayout.
 	SkipNative bool
@@ -278,7 +283,7 @@ func (sp *Savepoint) walkSubtask(ctx context.Context, o ScanOptions, op *Operato
 		return nil
 	}
 	ke := &KeyedEntry{Operator: op, Subtask: st.Index, File: f.name, Header: f.header}
-	ropts := keyed.ReadOptions{MaxParallelism: int(op.MaxParallelism), Mode: o.Mode}
+	ropts := keyed.ReadOptions{MaxParallelism: int(op.MaxParallelism), Mode: o.Mode, ReuseValues: o.ReuseValues}
 	for i, off := range h.Offsets {
 		kg := int(h.StartKeyGroup) + i
 		if off == 0 || !o.keyGroupSelected(kg) {

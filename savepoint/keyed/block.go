@@ -50,6 +50,13 @@ type ReadOptions struct {
 	// (1 byte up to 128, else 2).
 	MaxParallelism int
 	Mode           Mode
+	// ReuseValues lets the reader decode values (ModeDecode) into memory
+	// it recycles: Key, Namespace, UserKey and Value of an entry are then
+	// valid only during its callback, like the byte slices. Decoding then
+	// allocates nothing per entry, which keeps the garbage collector idle;
+	// use it whenever the callback does not retain decoded values (or
+	// copies what it keeps).
+	ReuseValues bool
 	// End, when > 0, is the offset where the block must end (the next key
 	// group's offset, or the stream size for the last one). Reads never go
 	// past it — with range-read storage this keeps small blocks from
@@ -80,8 +87,8 @@ type Entry struct {
 	KeyPart, NamespaceBytes, UserKeyBytes []byte
 
 	// Decoded parts (ModeDecode); treat them as immutable, since entries
-	// with identical key bytes share one decoded Key. They stay valid after
-	// the callback; their rows and strings are carved from the reader's
+	// with identical key bytes share one decoded Key. Unless the read uses
+	// ReadOptions.ReuseValues they stay valid after the callback; their rows and strings are carved from the reader's
 	// serde.Arena slabs, so a retained value keeps its slab (up to 16 KiB)
 	// alive. For PRIORITY_QUEUE entries Value is the
 	// *serde.Timer (or element) and Key/Namespace are copied from it.
@@ -111,8 +118,11 @@ type BlockReader struct {
 	// Key bytes last validated (ModeValidate).
 	lastValidBytes []byte
 	lastValidOK    bool
-	// arena batches the allocations of decoded values.
-	arena *serde.Arena
+	// arena batches the allocations of decoded values; rarena is the
+	// recycled one of ReuseValues, reset every reuseEvery entries.
+	arena, rarena *serde.Arena
+	cur           *serde.Arena
+	sinceReset    int
 
 	// per-call state
 	name     string
@@ -236,15 +246,49 @@ func (r *BlockReader) i32() (int, error) {
 	return v, nil
 }
 
+// reuseEvery is how many entries' values a recycled arena holds before it
+// is reset (values of one entry are valid during its callback only; a
+// batch of them keeps the decoded-key cache useful).
+const reuseEvery = 256
+
+// useArena selects the arena the decoders build values in.
+func (r *BlockReader) useArena(reuse bool) {
+	var a *serde.Arena
+	if reuse {
+		if r.rarena == nil {
+			r.rarena = serde.NewReusableArena()
+		}
+		a = r.rarena
+	} else {
+		if r.arena == nil {
+			r.arena = serde.NewArena()
+		}
+		a = r.arena
+	}
+	if r.cur != a {
+		r.cur = a
+		for i := range r.decs {
+			r.decs[i].Scratch = a
+		}
+		// A cached key may live in the other arena.
+		r.lastKeyOK = false
+	}
+	if reuse {
+		r.resetArena()
+	}
+}
+
+// resetArena recycles the reusable arena; the cached decoded key lived in
+// it.
+func (r *BlockReader) resetArena() {
+	r.rarena.Reset()
+	r.sinceReset = 0
+	r.lastKeyOK = false
+}
+
 // dec returns the reader's reusable decoder positioned over b.
 func (r *BlockReader) dec(which int, b []byte, base int64) *binfmt.Decbuf {
 	d := &r.decs[which]
-	if r.arena == nil {
-		r.arena = serde.NewArena()
-		for i := range r.decs {
-			r.decs[i].Scratch = r.arena
-		}
-	}
 	d.Reset(b, base)
 	return d
 }
@@ -311,6 +355,8 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 		}
 	}
 	prefix := KeyGroupPrefixBytes(o.MaxParallelism)
+	reuse := o.ReuseValues && o.Mode == ModeDecode
+	r.useArena(reuse)
 	id, err := r.u16()
 	if err != nil {
 		return err
@@ -354,6 +400,12 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 		e.Offset = r.off + entryPos
 		if r.compress {
 			e.Offset = r.off
+		}
+		if reuse {
+			if r.sinceReset == reuseEvery {
+				r.resetArena()
+			}
+			r.sinceReset++
 		}
 		if o.Mode != ModeRaw {
 			if err := r.interpret(h, st, e, prefix, entryPos+4, entryPos+8+int64(kl), o.Mode); err != nil {

@@ -8,26 +8,120 @@ import (
 
 // Arena batches the allocations of decoded values: rows, TTL wrappers and
 // string bytes are carved out of slabs instead of being allocated one by
-// one. Values built from an arena are ordinary immutable values that stay
-// valid for as long as they are referenced (a slab lives while any value in
-// it does); nothing is ever reused. An Arena is not safe for concurrent use:
-// give each reader its own (set it as binfmt.Decbuf.Scratch).
+// one. An Arena is not safe for concurrent use: give each reader its own
+// (set it as binfmt.Decbuf.Scratch).
+//
+// An arena from NewArena never reuses memory: values built from it are
+// ordinary immutable values that stay valid for as long as they are
+// referenced (a slab lives while any value in it does). An arena from
+// NewReusableArena keeps its slabs and hands them out again after Reset:
+// values built from it are valid only until the next Reset, after which
+// their memory holds other values. Decoding into a reused arena allocates
+// nothing once the slabs have grown to the working set, so the garbage
+// collector has nothing to do.
 type Arena struct {
-	rows4 []rowWith4
-	rows8 []rowWith8
-	ttls  []TTLValue
-	bytes []byte
+	reuse bool
+	rows4 slabList[rowWith4]
+	rows8 slabList[rowWith8]
+	ttls  slabList[TTLValue]
+	bytes byteSlabs
 	box   slabs
 }
 
-// NewArena returns an empty arena.
+// NewArena returns an empty arena whose values are never overwritten.
 func NewArena() *Arena { return &Arena{} }
+
+// NewReusableArena returns an empty arena whose memory Reset recycles.
+func NewReusableArena() *Arena { return &Arena{reuse: true} }
+
+// Reusable reports whether Reset recycles the arena's memory.
+func (a *Arena) Reusable() bool { return a != nil && a.reuse }
+
+// Reset makes a reusable arena hand out its slabs again from the start:
+// every value built from it since the last Reset becomes invalid. On an
+// arena from NewArena it does nothing.
+func (a *Arena) Reset() {
+	if a == nil || !a.reuse {
+		return
+	}
+	a.rows4.reset()
+	a.rows8.reset()
+	a.ttls.reset()
+	a.bytes.reset()
+	a.box.i64.reset()
+	a.box.i32.reset()
+	a.box.f64.reset()
+	a.box.strs.reset()
+	a.box.ts.reset()
+}
 
 const (
 	arenaSlab      = 64
 	arenaByteSlab  = 16 << 10
 	arenaMaxString = 512 // longer strings get their own allocation
 )
+
+// slabList hands out slots of fixed-size slabs of T. Without reuse only
+// the current slab is referenced (a used-up slab lives on through the
+// values in it); with reuse every slab is kept for the next round.
+type slabList[T any] struct {
+	slabs [][]T
+	i, n  int // current slab, next free slot in it
+}
+
+func (s *slabList[T]) next(reuse bool, size int) *T {
+	if s.i < len(s.slabs) && s.n == len(s.slabs[s.i]) {
+		if reuse {
+			s.i++
+		} else {
+			s.slabs[s.i] = nil
+		}
+		s.n = 0
+	}
+	if s.i == len(s.slabs) {
+		s.slabs = append(s.slabs, make([]T, size))
+	} else if s.slabs[s.i] == nil {
+		s.slabs[s.i] = make([]T, size)
+	}
+	p := &s.slabs[s.i][s.n]
+	s.n++
+	return p
+}
+
+func (s *slabList[T]) reset() { s.i, s.n = 0, 0 }
+
+// byteSlabs is slabList for string bytes.
+type byteSlabs struct {
+	slabs [][]byte
+	i     int
+}
+
+// alloc returns n (<= arenaByteSlab) bytes of slab space.
+func (s *byteSlabs) alloc(reuse bool, n int) []byte {
+	if s.i < len(s.slabs) && cap(s.slabs[s.i])-len(s.slabs[s.i]) < n {
+		if reuse {
+			s.i++
+		} else {
+			s.slabs[s.i] = nil
+		}
+	}
+	if s.i == len(s.slabs) {
+		s.slabs = append(s.slabs, make([]byte, 0, arenaByteSlab))
+	} else if s.slabs[s.i] == nil {
+		s.slabs[s.i] = make([]byte, 0, arenaByteSlab)
+	}
+	b := s.slabs[s.i]
+	off := len(b)
+	s.slabs[s.i] = b[:off+n]
+	return b[off : off+n : off+n]
+}
+
+func (s *byteSlabs) reset() {
+	for i := range s.slabs[:min(s.i+1, len(s.slabs))] {
+		s.slabs[i] = s.slabs[i][:0]
+	}
+	s.i = 0
+}
 
 func arenaOf(d *binfmt.Decbuf) *Arena {
 	a, _ := d.Scratch.(*Arena)
@@ -45,20 +139,18 @@ func (a *Arena) row(kind RowKind, arity int) *Row {
 		return newRow(kind, arity)
 	}
 	if arity <= 4 {
-		if len(a.rows4) == 0 {
-			a.rows4 = make([]rowWith4, arenaSlab)
+		x := a.rows4.next(a.reuse, arenaSlab)
+		if a.reuse {
+			x.fields = [4]Value{}
 		}
-		x := &a.rows4[0]
-		a.rows4 = a.rows4[1:]
 		x.row.Kind = kind
 		x.row.Fields = x.fields[:arity:arity]
 		return &x.row
 	}
-	if len(a.rows8) == 0 {
-		a.rows8 = make([]rowWith8, arenaSlab)
+	x := a.rows8.next(a.reuse, arenaSlab)
+	if a.reuse {
+		x.fields = [8]Value{}
 	}
-	x := &a.rows8[0]
-	a.rows8 = a.rows8[1:]
 	x.row.Kind = kind
 	x.row.Fields = x.fields[:arity:arity]
 	return &x.row
@@ -68,27 +160,21 @@ func (a *Arena) ttl() *TTLValue {
 	if a == nil {
 		return &TTLValue{}
 	}
-	if len(a.ttls) == 0 {
-		a.ttls = make([]TTLValue, arenaSlab)
-	}
-	t := &a.ttls[0]
-	a.ttls = a.ttls[1:]
+	t := a.ttls.next(a.reuse, arenaSlab)
+	*t = TTLValue{}
 	return t
 }
 
 // str returns b as a string whose bytes live in a slab. Slab bytes are
-// written once and never modified afterwards, which keeps the strings
-// immutable.
+// written once and, unless the arena is reset, never modified afterwards,
+// which keeps the strings immutable.
 func (a *Arena) str(b []byte) string {
 	if a == nil || len(b) == 0 || len(b) > arenaMaxString {
 		return string(b)
 	}
-	if cap(a.bytes)-len(a.bytes) < len(b) {
-		a.bytes = make([]byte, 0, arenaByteSlab)
-	}
-	off := len(a.bytes)
-	a.bytes = append(a.bytes, b...)
-	return unsafe.String(&a.bytes[off], len(b))
+	dst := a.bytes.alloc(a.reuse, len(b))
+	copy(dst, b)
+	return unsafe.String(&dst[0], len(b))
 }
 
 // Boxed scalars. Converting an int64, float64, string or Timestamp to a
@@ -99,11 +185,11 @@ func (a *Arena) str(b []byte) string {
 // never modified, so the values are as immutable as ordinary ones; a slot
 // keeps its slab alive like any interior pointer does.
 type slabs struct {
-	i64  []int64
-	i32  []int32
-	f64  []float64
-	strs []string
-	ts   []Timestamp
+	i64  slabList[int64]
+	i32  slabList[int32]
+	f64  slabList[float64]
+	strs slabList[string]
+	ts   slabList[Timestamp]
 }
 
 // eface is the runtime representation of an empty interface.
@@ -130,13 +216,9 @@ func boxAt(tmpl Value, p unsafe.Pointer) Value {
 	return v
 }
 
-func take[T any](s *[]T, v T) *T {
-	if len(*s) == 0 {
-		*s = make([]T, arenaSlab*4)
-	}
-	p := &(*s)[0]
+func take[T any](a *Arena, s *slabList[T], v T) *T {
+	p := s.next(a.reuse, arenaSlab*4)
 	*p = v
-	*s = (*s)[1:]
 	return p
 }
 
@@ -144,33 +226,33 @@ func (a *Arena) int64(v int64) Value {
 	if a == nil || uint64(v) < 256 { // the runtime boxes small values without allocating
 		return v
 	}
-	return boxAt(tmplInt64, unsafe.Pointer(take(&a.box.i64, v)))
+	return boxAt(tmplInt64, unsafe.Pointer(take(a, &a.box.i64, v)))
 }
 
 func (a *Arena) int32(v int32) Value {
 	if a == nil || uint32(v) < 256 {
 		return v
 	}
-	return boxAt(tmplInt32, unsafe.Pointer(take(&a.box.i32, v)))
+	return boxAt(tmplInt32, unsafe.Pointer(take(a, &a.box.i32, v)))
 }
 
 func (a *Arena) float64(v float64) Value {
 	if a == nil {
 		return v
 	}
-	return boxAt(tmplFloat64, unsafe.Pointer(take(&a.box.f64, v)))
+	return boxAt(tmplFloat64, unsafe.Pointer(take(a, &a.box.f64, v)))
 }
 
 func (a *Arena) string(b []byte) Value {
 	if a == nil {
 		return string(b)
 	}
-	return boxAt(tmplString, unsafe.Pointer(take(&a.box.strs, a.str(b))))
+	return boxAt(tmplString, unsafe.Pointer(take(a, &a.box.strs, a.str(b))))
 }
 
 func (a *Arena) timestamp(t Timestamp) Value {
 	if a == nil {
 		return t
 	}
-	return boxAt(tmplTimestamp, unsafe.Pointer(take(&a.box.ts, t)))
+	return boxAt(tmplTimestamp, unsafe.Pointer(take(a, &a.box.ts, t)))
 }
