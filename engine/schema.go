@@ -382,6 +382,24 @@ type JoinSides struct {
 	// LeftMeta and RightMeta, when set, are written verbatim (kept from an
 	// imported savepoint).
 	LeftMeta, RightMeta *flinkwrite.StateMetaInfo
+	// LeftOuter and RightOuter mark the outer input(s) of an outer join
+	// (LEFT: left, RIGHT: right, FULL: both). Flink keeps an outer side as
+	// OuterJoinRecordStateViews does for inputs without unique key: MAP
+	// state row → Tuple2<Integer, Integer> (f0 = count, f1 = number of
+	// associated rows of the other side), TupleSerializer of two
+	// IntSerializers; the association count is the recordstore row's.
+	LeftOuter, RightOuter bool
+}
+
+// OuterTupleClass is the Java class of an outer join side's map values.
+const OuterTupleClass = "org.apache.flink.api.java.tuple.Tuple2"
+
+// Outer reports whether side 0 (left) or 1 (right) is an outer input.
+func (j *JoinSides) Outer(side int) bool {
+	if side == 0 {
+		return j.LeftOuter
+	}
+	return j.RightOuter
 }
 
 // Names returns the Flink state names of the two sides.
@@ -494,12 +512,32 @@ func (s StateSchema) FlinkMetas() ([]flinkwrite.StateMetaInfo, error) {
 			continue
 		}
 		m, err := StateSchema{Name: side.name, Kind: KindMultiset, Namespace: VoidType, UserKey: side.row, TTL: s.TTL}.FlinkMeta()
+		if err == nil && s.Join.Outer(i) {
+			m, err = outerSideMeta(side.name, side.row, s.TTL > 0)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("engine: state %q side %d: %w", s.Name, i, err)
 		}
 		out = append(out, m)
 	}
 	return out, nil
+}
+
+// outerSideMeta is the meta info of an outer join side: MAP<row,
+// Tuple2<Integer, Integer>>, the value TTL-wrapped when ttl.
+func outerSideMeta(name string, row Type, ttl bool) (flinkwrite.StateMetaInfo, error) {
+	uk, err := row.FlinkSnapshot()
+	if err != nil {
+		return flinkwrite.StateMetaInfo{}, err
+	}
+	var uv flinkwrite.Snapshot
+	if uv, err = flinkwrite.TupleSnapshot(OuterTupleClass, flinkwrite.IntSnapshot, flinkwrite.IntSnapshot); err != nil {
+		return flinkwrite.StateMetaInfo{}, err
+	}
+	if ttl {
+		uv = flinkwrite.TtlSnapshot(uv)
+	}
+	return flinkwrite.KeyedStateMeta(name, flinkwrite.KindMap, flinkwrite.VoidNamespaceSnapshot, flinkwrite.MapSnapshot(uk, uv)), nil
 }
 
 // FlinkMeta returns the state's meta info as Flink writes it into a keyed

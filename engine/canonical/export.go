@@ -408,6 +408,7 @@ type scanItem struct {
 	payload []byte // payload; join records: the compact row
 	side    uint8  // join records: 0 left, 1 right
 	count   int64  // join records: the row's count
+	assoc   int64  // join records: the row's association count (outer sides)
 }
 
 // scanBatch carries up to scanBatchLen entries in one arena.
@@ -434,7 +435,7 @@ type cursor struct {
 }
 
 // emitFunc hands one entry to a cursor; false stops the scan.
-type emitFunc func(kg int, ts int64, a, b []byte, side uint8, count int64) bool
+type emitFunc func(kg int, ts int64, a, b []byte, side uint8, count, assoc int64) bool
 
 // startCursor runs scan in a goroutine and streams what it emits.
 func startCursor(name string, scan func(emit emitFunc) error, done <-chan struct{}) *cursor {
@@ -471,7 +472,7 @@ func startCursor(name string, scan func(emit emitFunc) error, done <-chan struct
 			return
 		}
 		stopped := false
-		err := scan(func(kg int, ts int64, x, y []byte, side uint8, count int64) bool {
+		err := scan(func(kg int, ts int64, x, y []byte, side uint8, count, assoc int64) bool {
 			if len(b.items) >= scanBatchLen || len(b.arena) >= scanBatchBytes {
 				if !send() || !get() {
 					stopped = true
@@ -481,7 +482,7 @@ func startCursor(name string, scan func(emit emitFunc) error, done <-chan struct
 			at := len(b.arena)
 			b.arena = append(b.arena, x...)
 			b.arena = append(b.arena, y...)
-			b.items = append(b.items, scanItem{kg: kg, ts: ts, side: side, count: count,
+			b.items = append(b.items, scanItem{kg: kg, ts: ts, side: side, count: count, assoc: assoc,
 				stored: b.arena[at : at+len(x) : at+len(x)], payload: b.arena[at+len(x):]})
 			return true
 		})
@@ -505,7 +506,7 @@ func stateScan(s *engine.State, l engine.Layout) func(emitFunc) error {
 				kerr = err
 				return false
 			}
-			return emit(kg, ts, stored, payload, 0, 0)
+			return emit(kg, ts, stored, payload, 0, 0, 0)
 		})
 		if err == nil {
 			err = kerr

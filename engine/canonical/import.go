@@ -285,6 +285,7 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 	sort.Slice(p.files, func(i, j int) bool { return p.files[i].handle.StartKeyGroup < p.files[j].handle.StartKeyGroup })
 	s := &engine.Schema{}
 	byName := map[string]int{}
+	outer := map[string]bool{} // outer join sides (multisets with association counts)
 	var sigs []string
 	for fi, f := range p.files {
 		where := fmt.Sprintf("%s: operator %s", f.name, op.ID)
@@ -310,6 +311,9 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s state %q: %v", ErrUnsupported, where, m.Name, err)
 			}
+			if outerJoinSide(m, o) {
+				outer[m.Name] = true
+			}
 			byName[m.Name] = len(s.States)
 			sigs = append(sigs, metaSig(m))
 			f.stateMap[i] = stateRef{idx: len(s.States)}
@@ -317,8 +321,13 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 		}
 	}
 	if o.JoinRecords != "" {
-		if err := foldJoin(s, p.files, o); err != nil {
+		if err := foldJoin(s, p.files, o, outer); err != nil {
 			return nil, fmt.Errorf("%w: operator %s: %v", ErrUnsupported, op.ID, err)
+		}
+	}
+	for _, ss := range s.States {
+		if ss.Kind == engine.KindMultiset && outer[ss.Name] {
+			return nil, fmt.Errorf("%w: operator %s: outer join side %q (MAP<row, Tuple2<Integer, Integer>>) keeps association counts, which only join records hold: import it with ImportOptions.JoinRecords together with the other side", ErrUnsupported, op.ID, ss.Name)
 		}
 	}
 	if err := s.Validate(); err != nil {
@@ -439,7 +448,9 @@ func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
 			return ss, err
 		}
 		uv := unwrap(m.UserValue)
-		if o.Multisets[m.Name] && uv.Class == serde.ClassInt && ss.UserKey.Kind == engine.TypeRow {
+		if o.Multisets[m.Name] && ss.UserKey.Kind == engine.TypeRow && (uv.Class == serde.ClassInt || outerJoinSide(m, o)) {
+			// Join records; an outer side's association counts need
+			// JoinRecords (checked once the sides are folded).
 			ss.Kind = engine.KindMultiset
 			break
 		}
@@ -657,10 +668,25 @@ func (p *importPlan) restore(ctx context.Context, be engine.Backend, r keygroups
 	return n, b.Commit()
 }
 
+// outerJoinSide reports whether m is the outer side of a Flink streaming
+// join without unique key: a Multisets-named MAP state from a row to
+// Tuple2<Integer, Integer> (count, association count), TTL-wrapped or not.
+func outerJoinSide(m *keyed.StateMeta, o ImportOptions) bool {
+	if m.Type != keyed.KeyValue || m.Kind != flinkwrite.KindMap || !o.Multisets[m.Name] || m.UserKey == nil || m.UserKey.Class != serde.ClassRowData {
+		return false
+	}
+	uv := m.UserValue
+	if uv != nil && uv.Class == serde.ClassTTL && len(uv.Nested) == 2 {
+		uv = uv.Nested[1]
+	}
+	return uv != nil && uv.Class == serde.ClassTuple && uv.TupleClass == engine.OuterTupleClass && len(uv.Nested) == 2 &&
+		uv.Nested[0] != nil && uv.Nested[0].Class == serde.ClassInt && uv.Nested[1] != nil && uv.Nested[1].Class == serde.ClassInt
+}
+
 // foldJoin replaces the two multiset states of a regular join (both
 // sides present) by one recordstore join state and remaps the files'
-// state references.
-func foldJoin(s *engine.Schema, files []*importFile, o ImportOptions) error {
+// state references. outer names the sides that are outer join inputs.
+func foldJoin(s *engine.Schema, files []*importFile, o ImportOptions, outer map[string]bool) error {
 	if o.JoinRecords != recordstore.LayoutRecord {
 		return fmt.Errorf("join records can only be imported into the %q layout, not %q", recordstore.LayoutRecord, o.JoinRecords)
 	}
@@ -694,7 +720,7 @@ func foldJoin(s *engine.Schema, files []*importFile, o ImportOptions) error {
 	js := engine.StateSchema{
 		Name: recordstore.RecordStateName, Kind: engine.KindMap, Namespace: engine.VoidType, TTL: left.TTL,
 		Join: &engine.JoinSides{Left: left.UserKey, Right: right.UserKey, LeftName: left.Name, RightName: right.Name,
-			LeftMeta: left.Meta, RightMeta: right.Meta},
+			LeftMeta: left.Meta, RightMeta: right.Meta, LeftOuter: outer[left.Name], RightOuter: outer[right.Name]},
 	}
 	if left.TTL < right.TTL {
 		js.TTL = right.TTL

@@ -13,26 +13,30 @@ import (
 )
 
 // Join records: a recordstore join state (one engine state holding, per
-// join key and side, the distinct rows with counts and last-write times)
-// is exported as Flink's two MAP states of the regular join, user key =
-// row as BinaryRowData, value = Integer count (TtlValue-wrapped with the
-// row's last-write time when the state has a TTL), and imported back into
-// the record layout.
+// join key and side, the distinct rows with counts, association counts and
+// last-write times) is exported as Flink's two MAP states of the regular
+// join, user key = row as BinaryRowData, value = Integer count for an inner
+// side, or Tuple2<Integer, Integer> (count, association count) for an
+// outer side (JoinSides.LeftOuter/RightOuter, as Flink's
+// OuterJoinRecordStateViews keeps inputs without unique key), TtlValue-
+// wrapped with the row's last-write time when the state has a TTL; and
+// imported back into the record layout.
 
 // joinCodec converts join records in both directions.
 type joinCodec struct {
-	s    engine.StateSchema
-	key  engine.Type
-	ttl  bool
-	rows [2]*rowcodec.FlinkRow
-	tmp  []byte
+	s     engine.StateSchema
+	key   engine.Type
+	ttl   bool
+	outer [2]bool
+	rows  [2]*rowcodec.FlinkRow
+	tmp   []byte
 }
 
 func newJoinCodec(key engine.Type, s engine.StateSchema) (*joinCodec, error) {
 	if key.Kind != engine.TypeRow {
 		return nil, fmt.Errorf("join state %q: key must be a row", s.Name)
 	}
-	c := &joinCodec{s: s, key: key, ttl: s.TTL > 0}
+	c := &joinCodec{s: s, key: key, ttl: s.TTL > 0, outer: [2]bool{s.Join.LeftOuter, s.Join.RightOuter}}
 	for i, t := range []engine.Type{s.Join.Left, s.Join.Right} {
 		as, err := t.ArrowSchema()
 		if err != nil {
@@ -78,7 +82,7 @@ func joinScan(op *engine.Operator, s engine.StateSchema, l engine.Layout) func(e
 				return fmt.Errorf("join key in key group %d outside the subtask's range %d-%d", g.KeyGroup, l.Range.Start, l.Range.End)
 			}
 			for _, r := range g.Rows {
-				if !emit(g.KeyGroup, r.TS, g.Key, r.Row, uint8(g.Side), r.Count) {
+				if !emit(g.KeyGroup, r.TS, g.Key, r.Row, uint8(g.Side), r.Count, r.Assoc) {
 					return errJoinStop
 				}
 			}
@@ -120,6 +124,12 @@ func (c *joinCodec) flinkEntry(kb, vb []byte, kg, width int, it scanItem) ([]byt
 		vb = flinkwrite.AppendLong(vb, it.ts)
 	}
 	vb = flinkwrite.AppendInt(vb, int32(it.count))
+	if c.outer[it.side] {
+		if it.assoc < 0 || it.assoc > math.MaxInt32 {
+			return kb, vb, convErr("join row association count %d outside Flink's Integer range 0..2^31-1", it.assoc)
+		}
+		vb = flinkwrite.AppendInt(vb, int32(it.assoc))
+	}
 	return kb, vb, nil
 }
 
@@ -159,13 +169,23 @@ func (c *joinCodec) engineEntry(kb, vb []byte, width, kg int, side uint8, key, n
 		ts = int64(binary.BigEndian.Uint64(v))
 		v = v[8:]
 	}
-	if len(v) != 4 {
-		return kb, vb, convErr("join count of %d bytes", len(v))
+	want := 4
+	if c.outer[side] {
+		want = 8 // Tuple2<Integer, Integer>: count, association count
+	}
+	if len(v) != want {
+		return kb, vb, convErr("join count of %d bytes (want %d)", len(v), want)
 	}
 	n := int32(binary.BigEndian.Uint32(v))
 	if n < 1 {
 		return kb, vb, convErr("join row count %d", n)
 	}
-	vb = recordstore.AppendRecordValue(vb, ts, int64(n), 0)
+	var assoc int32
+	if c.outer[side] {
+		if assoc = int32(binary.BigEndian.Uint32(v[4:])); assoc < 0 {
+			return kb, vb, convErr("outer join row association count %d", assoc)
+		}
+	}
+	vb = recordstore.AppendRecordValue(vb, ts, int64(n), int64(assoc))
 	return kb, vb, nil
 }
