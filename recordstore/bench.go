@@ -34,8 +34,9 @@ type JoinBenchConfig struct {
 	// Shapes, when non-empty, selects the shapes to run: "name" (every
 	// payload) or "name/payload", e.g. "unique/256".
 	Shapes []string
-	// PrefixBloom runs the record policies with Options.PrefixBloom.
-	PrefixBloom bool
+	// NoPrefixBloom runs the record policies with Options.NoPrefixBloom
+	// (without the group-prefix bloom filters).
+	NoPrefixBloom bool
 	// Progress, when set, is told each finished shape.
 	Progress func(step string)
 }
@@ -254,7 +255,7 @@ type trialResult struct {
 // runTrial opens a fresh RocksDB instance and runs the shape under one
 // policy. Timed: key and row conversion, the join, output consumption
 // (a checksum over every output row) and state updates.
-func runTrial(dir string, sh *benchShape, pol benchPolicy, prefixBloom bool) (trialResult, error) {
+func runTrial(dir string, sh *benchShape, pol benchPolicy, noPrefixBloom bool) (trialResult, error) {
 	layout := engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
 	be, err := engine.OpenRocksDB(dir, layout, []engine.StateDesc{StateDesc(pol.layout, 0)}, engine.RocksOptions{
 		WriteBufferSize:      benchWriteBuffer,
@@ -271,7 +272,7 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy, prefixBloom bool) (tr
 	}
 	pool := engine.NewPool(benchPool)
 	// every bench row carries a unique id: both sides declare unique rows
-	opts := Options{CacheAllowance: pol.allowance, UniqueRows: [2]bool{true, true}, PrefixBloom: prefixBloom || benchPrefixBloom}
+	opts := Options{CacheAllowance: pol.allowance, UniqueRows: [2]bool{true, true}, NoPrefixBloom: noPrefixBloom}
 	if pol.reuse {
 		opts.Pool = pool
 	}
@@ -345,8 +346,6 @@ var benchIterPerGroup = false
 
 var benchZipfS = 1.5
 
-var benchPrefixBloom = false
-
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // RunJoinBench runs every shape under every policy: cfg.Warmup + cfg.Trials
@@ -383,7 +382,7 @@ func RunJoinBench(cfg JoinBenchConfig) (*JoinBenchResult, error) {
 				p := (i + t) % len(benchPolicies)
 				pol := benchPolicies[p]
 				run++
-				r, err := runTrial(filepath.Join(root, fmt.Sprintf("run-%d", run)), &sh, pol, cfg.PrefixBloom)
+				r, err := runTrial(filepath.Join(root, fmt.Sprintf("run-%d", run)), &sh, pol, cfg.NoPrefixBloom)
 				if err != nil {
 					return nil, fmt.Errorf("%s/%d %s: %w", sh.name, sh.payload, pol.name, err)
 				}

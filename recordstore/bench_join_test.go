@@ -19,16 +19,16 @@ func BenchmarkJoinUnique(b *testing.B) {
 	for si := range shapes {
 		sh := &shapes[si]
 		for pi, pol := range []benchPolicy{benchPolicies[0], benchPolicies[4], benchPolicies[4]} {
-			bloom := pi == 2
+			noBloom := pi == 1
 			name := pol.name
-			if bloom {
-				name += "_prefix_bloom"
+			if noBloom {
+				name += "_no_prefix_bloom"
 			}
 			b.Run(fmt.Sprintf("%s-%d/%s", sh.name, sh.payload, name), func(b *testing.B) {
 				var cpu float64
 				n := 0
 				for ; b.Loop(); n++ {
-					r, err := runTrial(fmt.Sprintf("%s/run-%d", b.TempDir(), n), sh, pol, bloom)
+					r, err := runTrial(fmt.Sprintf("%s/run-%d", b.TempDir(), n), sh, pol, noBloom)
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -81,19 +81,22 @@
 // BenchmarkJoinUnique: the largest share of the process CPU, the batch write
 // about a quarter): without a filter it positions in every L0 file, while the
 // bucket layout's point reads skip files on the whole-key bloom filter.
-// Options.PrefixBloom installs a fixed-length prefix extractor on the
-// records' column family (a mutable RocksDB option, so the engine's own
-// options stay as they are), and the engine's bloom filters then also hold
-// group prefixes, which the seek checks per file. On the 100,000-row
-// unique/256 shape this took the record layout (pool policy) from about
-// 1.15-1.2x the bucket layout's process CPU to 0.96-1.08x. Bounding the
-// bundle iterator per group (iterate_upper_bound) does not help this
-// shape: every seek either lands in its group or stops at the first key
-// past it, and the bench writes no tombstones for a seek to walk. The
-// extractor constrains other seeks on the family: a seek with a
-// full-length group key must not iterate past its group (see
-// Options.PrefixBloom), so it stays opt-in (`sfstate bench join
-// --prefix-bloom`).
+// The record layout therefore installs, by default, a prefix extractor on
+// its column family (engine.RecordPrefixExtractor, a mutable RocksDB option,
+// so the engine's own options stay as they are) whose prefix of a record
+// key is exactly its group prefix kg | side | uvarint len | k; the engine's
+// bloom filters then also hold group prefixes, which a group seek checks
+// per SST file, and a memtable prefix bloom does the same for the
+// memtables. Keys without a complete group prefix (key-group bounds) are
+// outside the extractor's domain, so range scans by key group and full
+// scans (checkpoints, canonical export, migration, verification) stay
+// total-order. Neither option is persisted with the data: SST files
+// written without the extractor are read without prefix filtering, and
+// files written with it read back the same in a process that does not set
+// it. Options.NoPrefixBloom turns it off (`sfstate bench join
+// --prefix-bloom=false`). Bounding the bundle iterator per group
+// (iterate_upper_bound) does not help: every seek either lands in its
+// group or stops at the first key past it.
 //
 // `sfstate bench join` measures both layouts and the reuse policies.
 //

@@ -269,9 +269,9 @@ func policies() []policy {
 			p := engine.NewPool(64 << 20)
 			return Options{Pool: p}, JoinOptions{Pool: p}
 		}},
-		{"record-pool-prefix-bloom", LayoutRecord, func() (Options, JoinOptions) {
+		{"record-pool-no-prefix-bloom", LayoutRecord, func() (Options, JoinOptions) {
 			p := engine.NewPool(64 << 20)
-			return Options{Pool: p, PrefixBloom: true}, JoinOptions{Pool: p}
+			return Options{Pool: p, NoPrefixBloom: true}, JoinOptions{Pool: p}
 		}},
 		{"record-tiny-pool", LayoutRecord, func() (Options, JoinOptions) {
 			p := engine.NewPool(600)

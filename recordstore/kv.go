@@ -146,14 +146,24 @@ func (k *kv) scanAll(fn func(key, val []byte) bool) error {
 	return k.be.Scan(k.st, nil, nil, fn)
 }
 
-// setPrefixExtractor installs a fixed-length prefix extractor on the
-// state's column family of an open RocksDB instance (a mutable option);
-// a no-op for other backends.
-func setPrefixExtractor(k *kv, n int) error {
+// memtablePrefixBloomRatio sizes the memtable prefix bloom as a fraction
+// of the write buffer (RocksDB's memtable_prefix_bloom_size_ratio).
+const memtablePrefixBloomRatio = "0.1"
+
+// setPrefixExtractor installs the record layout's group-prefix extractor
+// for key-group width w (and a memtable prefix bloom) on the state's
+// column family of an open RocksDB instance (mutable options); a no-op for
+// other backends.
+func setPrefixExtractor(k *kv, w int) error {
 	if k.rdb == nil {
 		return nil
 	}
-	err := k.rdb.SetOptionsCF(k.cf, []string{"prefix_extractor"}, []string{fmt.Sprintf("rocksdb.FixedPrefix.%d", n)})
+	name, err := engine.RecordPrefixExtractor(w)
+	if err != nil {
+		return fmt.Errorf("recordstore: %w", err)
+	}
+	err = k.rdb.SetOptionsCF(k.cf, []string{"prefix_extractor", "memtable_prefix_bloom_size_ratio"},
+		[]string{name, memtablePrefixBloomRatio})
 	if err != nil {
 		return fmt.Errorf("recordstore: setting the prefix extractor: %w", err)
 	}

@@ -117,15 +117,22 @@ type Options struct {
 	// point read: an insert writes count 1, a retraction deletes. The
 	// bucket layout must read the multiset anyway and ignores it.
 	UniqueRows [2]bool
-	// PrefixBloom (RocksDB only, record layout) sets a fixed-length prefix
-	// extractor of key-group width + 18 bytes (side, a one-byte key length
-	// and the first 16 bytes of the equality key, which every BinaryRowData
-	// key of arity >= 1 has) on the records' column family, so that the
-	// engine's bloom filters also hold group prefixes and a group seek can
-	// skip files that lack the group. Seeks with shorter keys (key-group
-	// bounds) are outside the prefix domain and stay total-order; a seek
-	// with a full-length key of a group absent from a file must not be
-	// followed by iteration past that group (the record layout never does).
+	// NoPrefixBloom (RocksDB only, record layout) turns off what the record
+	// layout otherwise installs on its column family when it opens: the
+	// group-prefix extractor (engine.RecordPrefixExtractor: the prefix of a
+	// record key is its whole group prefix kg | side | uvarint len | k) and
+	// a memtable prefix bloom. The bloom filters then also hold group
+	// prefixes, so a group seek skips the SST files and memtables that lack
+	// the group. Both options are mutable and not persisted with the data:
+	// files written with or without them read back the same, with or
+	// without them. A seek with a key holding a complete group prefix must
+	// not iterate past that group (the record layout never does; key-group
+	// bounds and full scans are unaffected).
+	NoPrefixBloom bool
+	// PrefixBloom is kept for source compatibility and has no effect: the
+	// prefix bloom is on unless NoPrefixBloom is set.
+	//
+	// Deprecated: the prefix bloom is the default.
 	PrefixBloom bool
 	// RowValidator, when set, is used by Check to validate row payloads
 	// (e.g. a rowcodec.Codec's Validate on a TTL-prefixed value).
@@ -165,8 +172,8 @@ func Open(l Layout, be engine.Backend, opts Options) (JoinState, error) {
 	if l == LayoutBucket {
 		return &bucketState{common: c}, nil
 	}
-	if opts.PrefixBloom {
-		if err := setPrefixExtractor(c.kv, c.width+18); err != nil {
+	if !opts.NoPrefixBloom {
+		if err := setPrefixExtractor(c.kv, c.width); err != nil {
 			return nil, err
 		}
 	}
