@@ -90,6 +90,16 @@ func (f *frameBuf) add(k, v []byte) {
 	f.n++
 }
 
+// add3 appends one frame whose key is k followed by row (built in place).
+func (f *frameBuf) add3(k, row, v []byte) {
+	f.b = binary.LittleEndian.AppendUint32(f.b, uint32(len(k)+len(row)))
+	f.b = binary.LittleEndian.AppendUint32(f.b, uint32(len(v)))
+	f.b = append(f.b, k...)
+	f.b = append(f.b, row...)
+	f.b = append(f.b, v...)
+	f.n++
+}
+
 // each visits the frames.
 func (f *frameBuf) each(fn func(k, v []byte) error) error {
 	b := f.b

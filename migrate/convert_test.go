@@ -110,3 +110,39 @@ func TestConvertCorrupt(t *testing.T) {
 		}
 	}
 }
+
+// TestHashBytesSensitive: the digest hash changes when any bit of a row
+// flips, when the row is extended or cut by one byte, and with the seed,
+// for every length around the 8-, 16- and 32-byte steps.
+func TestHashBytesSensitive(t *testing.T) {
+	buf := make([]byte, 100)
+	for i := range buf {
+		buf[i] = byte(i*37 + 11)
+	}
+	for n := 0; n < 99; n++ {
+		b := buf[:n]
+		h := hashBytes(7, b)
+		if hashBytes(7, b) != h {
+			t.Fatalf("len %d: not deterministic", n)
+		}
+		if hashBytes(8, b) == h {
+			t.Fatalf("len %d: seed ignored", n)
+		}
+		if hashBytes(7, buf[:n+1]) == h {
+			t.Fatalf("len %d: one more byte gives the same hash", n)
+		}
+		z := make([]byte, n+1)
+		if n > 0 && hashBytes(7, z[:n]) == hashBytes(7, z) {
+			t.Fatalf("len %d: a trailing zero byte gives the same hash", n)
+		}
+		for i := 0; i < n; i++ {
+			for bit := 0; bit < 8; bit++ {
+				c := append([]byte(nil), b...)
+				c[i] ^= 1 << bit
+				if hashBytes(7, c) == h {
+					t.Fatalf("len %d: flipping bit %d of byte %d gives the same hash", n, bit, i)
+				}
+			}
+		}
+	}
+}
