@@ -7,12 +7,18 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unsafe"
 )
 
 // KeyRef names one stored key of one state.
 type KeyRef struct {
 	State *State
 	Key   []byte
+	// WriteOnly declares a blind write: the bundle will only overwrite or
+	// delete the key (Put, Delete, ListUpdate, ListAdd on a list), never
+	// read it first, so Begin does not read it. A key named both ways is
+	// read.
+	WriteOnly bool
 }
 
 type bkey struct {
@@ -63,6 +69,7 @@ type Bundle struct {
 	chunk    int
 	dirty    []dirtyRef // dirty entries in the order they were first written
 	winners  map[int]*WinnerCache
+	reads    []KeyRef
 }
 
 // SetWinnerCache attaches a Top-1 winner cache to state s: Hydrate serves
@@ -121,6 +128,23 @@ func (b *Bundle) Begin(keys []KeyRef) error {
 		if r.State == nil || r.State.op != b.op {
 			b.abort()
 			return errors.New("engine: Begin: key of a foreign or nil state")
+		}
+	}
+	if anyWriteOnly(keys) {
+		// Blind writes need no read: only the other keys are hydrated.
+		reads := b.reads[:0]
+		for _, r := range keys {
+			if !r.WriteOnly {
+				reads = append(reads, r)
+			}
+		}
+		defer func() {
+			clear(reads)
+			b.reads = reads[:0]
+		}()
+		keys = reads
+		if len(keys) == 0 {
+			return nil
 		}
 	}
 	if err := b.hydrate(keys, nil, nil); err != nil {
@@ -225,6 +249,15 @@ func (b *Bundle) hydrate(refs []KeyRef, one *State, keys [][]byte) error {
 		return err
 	}
 	return derr
+}
+
+func anyWriteOnly(keys []KeyRef) bool {
+	for _, r := range keys {
+		if r.WriteOnly {
+			return true
+		}
+	}
+	return false
 }
 
 type missRef struct {
@@ -586,7 +619,8 @@ func (b *Bundle) Commit() error {
 	writes := 0
 	for _, d := range dirty {
 		e := d.e
-		key := []byte(d.k.k)
+		// The batch copies the key: no need to copy it out of the string.
+		key := unsafe.Slice(unsafe.StringData(d.k.k), len(d.k.k))
 		if e.present {
 			b.keyBuf = appendValue(b.keyBuf[:0], e.ts, e.val)
 			b.batch.Put(d.k.st, key, b.keyBuf)

@@ -23,7 +23,7 @@ func TestListAppendInPlace(t *testing.T) {
 			}
 			return fmt.Sprint(out)
 		}
-		begin(t, b, KeyRef{l, k1}, KeyRef{l, k2})
+		begin(t, b, KeyRef{State: l, Key: k1}, KeyRef{State: l, Key: k2})
 		var held []byte
 		for i := 0; i < 50; i++ {
 			if err := b.ListAdd(l, k1, []byte{byte('a' + i%26)}); err != nil {
@@ -52,7 +52,7 @@ func TestListAppendInPlace(t *testing.T) {
 		want1 := list(k1)
 		want2 := list(k2)
 		commit(t, b)
-		begin(t, b, KeyRef{l, k1}, KeyRef{l, k2})
+		begin(t, b, KeyRef{State: l, Key: k1}, KeyRef{State: l, Key: k2})
 		if got := list(k1); got != want1 || len(want1) != 2+50*2-1 {
 			t.Fatalf("k1 list = %s, want %s", got, want1)
 		}
@@ -60,5 +60,55 @@ func TestListAppendInPlace(t *testing.T) {
 			t.Fatalf("k2 list = %q", got)
 		}
 		commit(t, b)
+	})
+}
+
+// TestWriteOnlyIntent declares blind writes in Begin: they are not read
+// (Hydrated counts only the other keys), the writes and deletes land, and a
+// key named both write-only and for reading is read.
+func TestWriteOnlyIntent(t *testing.T) {
+	forBackends(t, smallLayout, func(t *testing.T, op *Operator, _ *Clock) {
+		v := mustState(t, op, "v")
+		b := op.NewBundle()
+		defer b.Close()
+		k1 := v.Key(nil, 1, []byte("a"), nil)
+		k2 := v.Key(nil, 2, []byte("b"), nil)
+		k3 := v.Key(nil, 3, []byte("c"), nil)
+		begin(t, b)
+		for _, k := range [][]byte{k1, k2, k3} {
+			if err := b.Put(v, k, []byte("old")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		commit(t, b)
+		begin(t, b, KeyRef{State: v, Key: k1, WriteOnly: true}, KeyRef{State: v, Key: k2, WriteOnly: true},
+			KeyRef{State: v, Key: k3, WriteOnly: true}, KeyRef{State: v, Key: k3})
+		if h := b.Stats().Hydrated; h != 1 {
+			t.Fatalf("Begin hydrated %d keys, want 1 (the read of k3)", h)
+		}
+		if err := b.Put(v, k1, []byte("new")); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Delete(v, k2); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := getOne(t, b, v, k3); !ok || got != "old" {
+			t.Fatalf("k3 = %q %v", got, ok)
+		}
+		if b.Stats().PointReads != 0 {
+			t.Fatalf("%d point reads", b.Stats().PointReads)
+		}
+		commit(t, b)
+		if w := b.Stats().Writes; w != 2 {
+			t.Fatalf("%d writes, want 2", w)
+		}
+		begin(t, b, KeyRef{State: v, Key: k1}, KeyRef{State: v, Key: k2})
+		if got, ok := getOne(t, b, v, k1); !ok || got != "new" {
+			t.Fatalf("k1 = %q %v", got, ok)
+		}
+		if _, ok := getOne(t, b, v, k2); ok {
+			t.Fatal("k2 survived its blind delete")
+		}
+		b.Abort()
 	})
 }

@@ -38,7 +38,8 @@
 // Bundle.Begin hydrates every key the bundle will touch with one batched
 // MultiGet per state (RocksDB's batched_multi_get_cf with pinned slices:
 // values are handed over straight from RocksDB's memory, released after the
-// batch, in input order). Operators read and update the bundle's working
+// batch, in input order). Keys declared WriteOnly (blind writes: puts,
+// deletes, list updates and appends) are not read. Operators read and update the bundle's working
 // map; Commit writes the dirty set with one WriteBatch, WAL off — one write
 // per touched key per bundle, deletes included — and clears the map. There
 // is no memory-pressure flush: RocksDB's background threads own flushing.

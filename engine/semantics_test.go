@@ -92,7 +92,7 @@ func TestValuePutGetDelete(t *testing.T) {
 		defer b.Close()
 		k1 := v.Key(nil, 3, []byte("alice"), nil)
 		k2 := v.Key(nil, 3, []byte("bob"), []byte("ns"))
-		begin(t, b, KeyRef{v, k1}, KeyRef{v, k2})
+		begin(t, b, KeyRef{State: v, Key: k1}, KeyRef{State: v, Key: k2})
 		if _, ok := getOne(t, b, v, k1); ok {
 			t.Fatal("fresh key present")
 		}
@@ -113,7 +113,7 @@ func TestValuePutGetDelete(t *testing.T) {
 			t.Fatal("working map not cleared by commit")
 		}
 
-		begin(t, b, KeyRef{v, k1}, KeyRef{v, k2})
+		begin(t, b, KeyRef{State: v, Key: k1}, KeyRef{State: v, Key: k2})
 		if s, ok := getOne(t, b, v, k2); !ok || s != "two" {
 			t.Fatalf("after commit: %q %v", s, ok)
 		}
@@ -135,7 +135,7 @@ func TestValuePutGetDelete(t *testing.T) {
 		}
 		// a put then delete of a key never stored writes nothing
 		k3 := v.Key(nil, 4, []byte("carol"), nil)
-		begin(t, b, KeyRef{v, k3})
+		begin(t, b, KeyRef{State: v, Key: k3})
 		_ = b.Put(v, k3, []byte("x"))
 		_ = b.Delete(v, k3)
 		commit(t, b)
@@ -159,7 +159,7 @@ func TestEmptyBundleAndRepeatedKeys(t *testing.T) {
 			t.Fatalf("commit without begin: %v", err)
 		}
 		k := v.Key(nil, 1, []byte("k"), nil)
-		refs := []KeyRef{{v, k}, {v, k}, {v, append([]byte(nil), k...)}}
+		refs := []KeyRef{{State: v, Key: k}, {State: v, Key: k}, {State: v, Key: append([]byte(nil), k...)}}
 		begin(t, b, refs...)
 		if b.Stats().Hydrated != 1 {
 			t.Fatalf("hydrated %d keys, want 1", b.Stats().Hydrated)
@@ -197,19 +197,19 @@ func TestTTLExpiry(t *testing.T) {
 		defer b.Close()
 		k := s.Key(nil, 2, []byte("k"), nil)
 		kb := s.Key(nil, 2, []byte("kb"), nil)
-		begin(t, b, KeyRef{s, k})
+		begin(t, b, KeyRef{State: s, Key: k})
 		_ = b.Put(s, k, []byte("v"))
 		_ = b.Put(s, kb, []byte("w"))
 		commit(t, b)
 		clock.Advance(9999 * time.Millisecond)
-		begin(t, b, KeyRef{s, k})
+		begin(t, b, KeyRef{State: s, Key: k})
 		if _, ok := getOne(t, b, s, k); !ok {
 			t.Fatal("expired too early")
 		}
 		_ = b.Put(s, kb, []byte("w2")) // write refreshes kb's timestamp
 		b.Commit()
 		clock.Advance(time.Millisecond) // now = write + ttl: expired
-		begin(t, b, KeyRef{s, k}, KeyRef{s, kb})
+		begin(t, b, KeyRef{State: s, Key: k}, KeyRef{State: s, Key: kb})
 		if _, ok := getOne(t, b, s, k); ok {
 			t.Fatal("expired value returned by bundle")
 		}
@@ -250,7 +250,7 @@ func TestLargeValues(t *testing.T) {
 			_ = b.Put(v, k, big)
 		}
 		commit(t, b)
-		begin(t, b, KeyRef{v, keys[0]}, KeyRef{v, keys[1]})
+		begin(t, b, KeyRef{State: v, Key: keys[0]}, KeyRef{State: v, Key: keys[1]})
 		for _, k := range keys {
 			got, ok, err := b.Get(v, k)
 			if err != nil || !ok || !bytes.Equal(got, big) {
@@ -274,29 +274,29 @@ func TestListState(t *testing.T) {
 			}
 			return out
 		}
-		begin(t, b, KeyRef{l, k})
+		begin(t, b, KeyRef{State: l, Key: k})
 		_ = b.ListAdd(l, k, []byte("a"))
 		_ = b.ListAddAll(l, k, [][]byte{[]byte(""), []byte("ccc")})
 		commit(t, b)
-		begin(t, b, KeyRef{l, k})
+		begin(t, b, KeyRef{State: l, Key: k})
 		if got := fmt.Sprint(list()); got != "[a  ccc]" {
 			t.Fatalf("list = %s", got)
 		}
 		_ = b.ListAdd(l, k, []byte("d"))
 		commit(t, b)
-		begin(t, b, KeyRef{l, k})
+		begin(t, b, KeyRef{State: l, Key: k})
 		if got := fmt.Sprint(list()); got != "[a  ccc d]" {
 			t.Fatalf("list = %s", got)
 		}
 		_ = b.ListUpdate(l, k, [][]byte{[]byte("z")})
 		commit(t, b)
-		begin(t, b, KeyRef{l, k})
+		begin(t, b, KeyRef{State: l, Key: k})
 		if got := fmt.Sprint(list()); got != "[z]" {
 			t.Fatalf("list = %s", got)
 		}
 		_ = b.ListUpdate(l, k, nil)
 		commit(t, b)
-		begin(t, b, KeyRef{l, k})
+		begin(t, b, KeyRef{State: l, Key: k})
 		if got := list(); len(got) != 0 {
 			t.Fatalf("cleared list = %v", got)
 		}
@@ -358,7 +358,7 @@ func TestMapAndMultiset(t *testing.T) {
 		// multiset
 		e1 := ms.EntryKey(nil, 7, []byte("cat"), nil, []byte{0, 0, 0, 10})
 		e2 := ms.EntryKey(nil, 7, []byte("cat"), nil, []byte{0, 0, 0, 20})
-		begin(t, b, KeyRef{ms, e1}, KeyRef{ms, e2})
+		begin(t, b, KeyRef{State: ms, Key: e1}, KeyRef{State: ms, Key: e2})
 		for _, d := range []int64{1, 1, 1} {
 			if _, err := b.MultisetAdd(ms, e1, d); err != nil {
 				t.Fatal(err)
@@ -368,7 +368,7 @@ func TestMapAndMultiset(t *testing.T) {
 			t.Fatalf("count %d", c)
 		}
 		commit(t, b)
-		begin(t, b, KeyRef{ms, e1}, KeyRef{ms, e2})
+		begin(t, b, KeyRef{State: ms, Key: e1}, KeyRef{State: ms, Key: e2})
 		if c, _ := b.MultisetCount(ms, e1); c != 3 {
 			t.Fatalf("count e1 = %d", c)
 		}
@@ -549,7 +549,7 @@ func TestBeginIsOneBatchedRead(t *testing.T) {
 		_ = b.ListAdd(l, kl, []byte("3"))
 		commit(t, b)
 		absent := v.Key(nil, 4, []byte("none"), nil)
-		begin(t, b, KeyRef{v, kv}, KeyRef{m, km}, KeyRef{l, kl}, KeyRef{v, absent}, KeyRef{m, km})
+		begin(t, b, KeyRef{State: v, Key: kv}, KeyRef{State: m, Key: km}, KeyRef{State: l, Key: kl}, KeyRef{State: v, Key: absent}, KeyRef{State: m, Key: km})
 		if st := b.Stats(); st.Reads != 1 || st.Hydrated != 4 {
 			t.Fatalf("stats %+v, want one batched read of 4 keys", st)
 		}

@@ -30,7 +30,8 @@ type StateBenchConfig struct {
 	// Progress, when set, is told each finished step.
 	Progress func(step string)
 
-	verifyMicro bool // compare both paths' stored state after each micro-benchmark
+	microFilter map[string]bool // run only these micro-benchmarks (nil: all)
+	verifyMicro bool            // compare both paths' stored state after each micro-benchmark
 }
 
 // WorkloadResult is one Nexmark-shaped workload: bundled engine versus the
@@ -570,7 +571,7 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string) (WorkloadResult, 
 		starts := bundleStarts[:0]
 		for i := lo; i < hi; i++ {
 			starts = append(starts, len(refs))
-			w.keys(benchLayout, &events[i], func(st int, k []byte) { refs = append(refs, KeyRef{sts[st], k}) })
+			w.keys(benchLayout, &events[i], func(st int, k []byte) { refs = append(refs, KeyRef{State: sts[st], Key: k}) })
 		}
 		starts = append(starts, len(refs))
 		bundleStarts = starts

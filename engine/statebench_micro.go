@@ -2,10 +2,13 @@ package engine
 
 import (
 	"bytes"
+	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"time"
 
 	"github.com/linxGnu/grocksdb"
@@ -68,6 +71,13 @@ func (a *bundleAccess) iterate(st int, prefix []byte, fn func(userKey, payload [
 
 const microMapEntries = 4
 
+// Profile labels of the two timed sections (go test -bench Micro
+// -cpuprofile, then pprof -tagfocus path=engine).
+var (
+	perOpLabels  = pprof.WithLabels(context.Background(), pprof.Labels("path", "per-op"))
+	engineLabels = pprof.WithLabels(context.Background(), pprof.Labels("path", "engine"))
+)
+
 type microDef struct {
 	name  string
 	kind  Kind
@@ -77,6 +87,7 @@ type microDef struct {
 }
 
 type microRun struct {
+	kb    []byte // the key being built (both paths copy what they keep)
 	l     Layout
 	nkeys int
 	pick  []int // random existing key per op
@@ -86,12 +97,18 @@ type microRun struct {
 	all   [][]byte // microMapEntries x val
 }
 
+// key builds the stored key of set-up key k in r.kb: valid until the next
+// key or entry call (both paths copy what they keep).
 func (r *microRun) key(k int) []byte {
-	return r.l.Key(nil, kgOf(int64(k), r.l.MaxParallelism), i64key(int64(k)), nil)
+	var kk [8]byte
+	binary.BigEndian.PutUint64(kk[:], uint64(k))
+	r.kb = r.l.Key(r.kb[:0], kgOf(int64(k), r.l.MaxParallelism), kk[:], nil)
+	return r.kb
 }
 
 func (r *microRun) entry(k, uk int) []byte {
-	return append(r.key(k), i64key(int64(uk))...)
+	r.kb = binary.BigEndian.AppendUint64(r.key(k), uint64(uk))
+	return r.kb
 }
 
 func listOf(n int, v []byte) []byte {
@@ -151,7 +168,11 @@ func microDefs() []microDef {
 		{name: "mapKeys", kind: KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
 			iter(r, a, i, func(uk, _ []byte) bool { sink += len(uk); return true })
 		}},
-		{name: "mapPutAll", kind: KindMap, fresh: true, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
+		{name: "mapPutAll", kind: KindMap, fresh: true, keys: func(r *microRun, i int, emit func([]byte)) {
+			for uk := 0; uk < microMapEntries; uk++ {
+				emit(r.entry(r.nkeys+i, uk))
+			}
+		}, do: func(r *microRun, a iterAccess, i int) {
 			for uk := 0; uk < microMapEntries; uk++ {
 				a.put(0, r.entry(r.nkeys+i, uk), r.val)
 			}
@@ -204,6 +225,9 @@ func runMicro(cfg StateBenchConfig, dir string, note func(string)) ([]MicroResul
 	defer runtime.UnlockOSThread()
 	var out []MicroResult
 	for _, d := range microDefs() {
+		if cfg.microFilter != nil && !cfg.microFilter[d.name] {
+			continue
+		}
 		res, err := runMicroOne(cfg, dir, r, d)
 		if err != nil {
 			return nil, fmt.Errorf("micro %s: %w", d.name, err)
@@ -249,24 +273,47 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 			return res, err
 		}
 	}
-	var keys [][]byte
+	var (
+		keys  [][]byte
+		refs  []KeyRef
+		arena []byte
+		offs  []int
+	)
 	st := op.States()[0]
 	var perOp, engine, perOpCPU, engineCPU time.Duration
 	for lo := 0; lo < cfg.MicroOps; lo += cfg.BundleSize {
 		hi := min(lo+cfg.BundleSize, cfg.MicroOps)
+		pprof.SetGoroutineLabels(perOpLabels)
 		c0, t0 := threadCPU(), time.Now()
 		for i := lo; i < hi; i++ {
 			d.do(r, p, i)
 		}
 		c1, t1 := threadCPU(), time.Now()
-		if err := b.Begin(nil); err != nil {
-			return res, err
+		pprof.SetGoroutineLabels(engineLabels)
+		// The bundle's keys, packed in one buffer (emit reuses r.kb).
+		arena, offs = arena[:0], offs[:0]
+		for i := lo; i < hi; i++ {
+			d.keys(r, i, func(k []byte) {
+				arena = append(arena, k...)
+				offs = append(offs, len(arena))
+			})
 		}
-		if !d.fresh {
-			// Blind writes need no read, so their keys are not gathered.
+		if d.fresh {
+			// Blind writes: declared write-only, Begin reads nothing.
+			refs = refs[:0]
+			for j, at := range offs {
+				refs = append(refs, KeyRef{State: st, Key: arena[at-keyLen(offs, j) : at], WriteOnly: true})
+			}
+			if err := b.Begin(refs); err != nil {
+				return res, err
+			}
+		} else {
+			if err := b.Begin(nil); err != nil {
+				return res, err
+			}
 			keys = keys[:0]
-			for i := lo; i < hi; i++ {
-				d.keys(r, i, func(k []byte) { keys = append(keys, k) })
+			for j, at := range offs {
+				keys = append(keys, arena[at-keyLen(offs, j):at])
 			}
 			if err := b.Hydrate(st, keys); err != nil {
 				return res, err
@@ -279,6 +326,7 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 			return res, err
 		}
 		c2, t2 := threadCPU(), time.Now()
+		pprof.SetGoroutineLabels(context.Background())
 		perOp += t1.Sub(t0)
 		engine += t2.Sub(t1)
 		perOpCPU += c1 - c0
@@ -301,6 +349,13 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 	res.Speedup = res.EngineOpsMs / res.PerOpOpsMs
 	res.CPUSpeedup = ms(perOpCPU) / ms(engineCPU)
 	return res, nil
+}
+
+func keyLen(offs []int, j int) int {
+	if j == 0 {
+		return offs[0]
+	}
+	return offs[j] - offs[j-1]
 }
 
 func runMemory(cfg StateBenchConfig, dir string) ([]MemoryResult, error) {

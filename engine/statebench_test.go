@@ -3,6 +3,7 @@ package engine
 import (
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -79,7 +80,7 @@ func TestWorkloadsAgree(t *testing.T) {
 			for lo := 0; lo < len(events); lo += cfg.BundleSize {
 				var refs []KeyRef
 				for i := lo; i < lo+cfg.BundleSize; i++ {
-					w.keys(benchLayout, &events[i], func(st int, k []byte) { refs = append(refs, KeyRef{op.States()[st], k}) })
+					w.keys(benchLayout, &events[i], func(st int, k []byte) { refs = append(refs, KeyRef{State: op.States()[st], Key: k}) })
 				}
 				_ = b.Begin(refs)
 				for i := lo; i < lo+cfg.BundleSize; i++ {
@@ -157,6 +158,13 @@ func init() {
 
 func BenchmarkMicro(b *testing.B) {
 	cfg := StateBenchConfig{BundleSize: benchBundle, MicroKeys: 20000, MicroOps: 50000, ManagedMemory: 256 << 20, Seed: 42}
+	if s := os.Getenv("SFSTATE_MICRO"); s != "" {
+		// SFSTATE_MICRO=valueUpdate,listAdd runs only those ops (profiling).
+		cfg.microFilter = map[string]bool{}
+		for _, op := range strings.Split(s, ",") {
+			cfg.microFilter[op] = true
+		}
+	}
 	for i := 0; i < b.N; i++ {
 		res, err := runMicro(cfg, b.TempDir(), func(string) {})
 		if err != nil {

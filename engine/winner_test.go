@@ -15,13 +15,13 @@ func TestWinnerCache(t *testing.T) {
 		b.SetWinnerCache(v, wc)
 		k := v.Key(nil, 1, []byte("bidder-auction"), nil)
 
-		begin(t, b, KeyRef{v, k})
+		begin(t, b, KeyRef{State: v, Key: k})
 		_ = b.Put(v, k, []byte("bid1"))
 		commit(t, b)
 		if wc.Len() != 0 {
 			t.Fatal("fresh key admitted on first write")
 		}
-		begin(t, b, KeyRef{v, k})
+		begin(t, b, KeyRef{State: v, Key: k})
 		if b.Stats().Hydrated != 1 {
 			t.Fatalf("hydrated %d", b.Stats().Hydrated)
 		}
@@ -30,7 +30,7 @@ func TestWinnerCache(t *testing.T) {
 		if wc.Len() != 1 {
 			t.Fatal("seen-again key not admitted")
 		}
-		begin(t, b, KeyRef{v, k})
+		begin(t, b, KeyRef{State: v, Key: k})
 		if b.Stats().Hydrated != 0 {
 			t.Fatal("cached winner was read from the backend")
 		}
@@ -43,7 +43,7 @@ func TestWinnerCache(t *testing.T) {
 			t.Fatalf("backend %q", p)
 		}
 		// delete drops the winner
-		begin(t, b, KeyRef{v, k})
+		begin(t, b, KeyRef{State: v, Key: k})
 		_ = b.Delete(v, k)
 		commit(t, b)
 		if wc.Len() != 0 {
@@ -58,7 +58,7 @@ func TestWinnerCache(t *testing.T) {
 		for round := 0; round < 3; round++ {
 			var refs []KeyRef
 			for _, key := range keys {
-				refs = append(refs, KeyRef{v, key})
+				refs = append(refs, KeyRef{State: v, Key: key})
 			}
 			begin(t, b, refs...)
 			for i, key := range keys {
@@ -91,7 +91,7 @@ func TestWinnerCache(t *testing.T) {
 		tiny := NewWinnerCache(NewPool(10), 4096)
 		b.SetWinnerCache(v, tiny)
 		for round := 0; round < 2; round++ {
-			begin(t, b, KeyRef{v, keys[0]})
+			begin(t, b, KeyRef{State: v, Key: keys[0]})
 			_ = b.Put(v, keys[0], []byte("x"))
 			commit(t, b)
 		}
