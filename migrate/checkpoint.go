@@ -1257,11 +1257,56 @@ func (r *run) putFile(key, file string) (s3.Written, error) {
 	if err := r.step(); err != nil {
 		return s3.Written{}, err
 	}
+	if root, ok := localRoot(r.dst, r.opts.DstLocalDir); ok {
+		if w, ok := linkFile(root, key, file); ok {
+			return w, nil
+		}
+	}
 	w, err := checkpoint.PutFile(r.ctx, r.dst, key, file)
 	if err != nil {
 		return s3.Written{}, fmt.Errorf("upload %s to %s: %w", filepath.Base(file), r.dst, err)
 	}
 	return w, nil
+}
+
+// linkFile publishes a finished local file into a local store as a hard
+// link (no second copy of the bytes): the file is checksummed and synced,
+// linked under key and the directory synced. The work directory's name
+// goes away with it; the content is never written again. ok is false when
+// no link is possible (another file system): the caller copies.
+func linkFile(root, key, file string) (w s3.Written, ok bool) {
+	dp, err := localPath(root, key)
+	if err != nil {
+		return w, false
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return w, false
+	}
+	h := crc32.New(s3.Castagnoli)
+	n, err := io.Copy(h, f)
+	if err == nil {
+		err = f.Sync()
+	}
+	f.Close()
+	if err != nil || os.MkdirAll(filepath.Dir(dp), 0o755) != nil {
+		return w, false
+	}
+	if err := os.Remove(dp); err != nil && !os.IsNotExist(err) {
+		return w, false
+	}
+	if os.Link(file, dp) != nil {
+		return w, false
+	}
+	if d, err := os.Open(filepath.Dir(dp)); err == nil {
+		err = d.Sync()
+		d.Close()
+		if err != nil {
+			os.Remove(dp)
+			return w, false
+		}
+	}
+	return s3.Written{Key: key, Size: n, CRC: h.Sum32()}, true
 }
 
 // reference carries source object key over to the destination under the
