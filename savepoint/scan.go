@@ -56,6 +56,13 @@ type ScanOptions struct {
 	// entries of different subtasks interleave; leave it 0 when order
 	// matters.
 	Concurrency int
+	// Workers > 1 decodes the key groups of each keyed file with that many
+	// goroutines, each reading through its own range reader (see
+	// DefaultWorkers). Entries still reach fn in the sequential order, on
+	// the walking goroutine, and decoded values stay valid after the
+	// callback unless ReuseValues is set; memory stays bounded (a few MiB
+	// per worker).
+	Workers int
 	// Progress, when set, is told the number of key groups to read and
 	// advanced per key group.
 	Progress Progress
@@ -284,6 +291,18 @@ func (sp *Savepoint) walkSubtask(ctx context.Context, o ScanOptions, op *Operato
 	}
 	ke := &KeyedEntry{Operator: op, Subtask: st.Index, File: f.name, Header: f.header}
 	ropts := keyed.ReadOptions{MaxParallelism: int(op.MaxParallelism), Mode: o.Mode, ReuseValues: o.ReuseValues}
+	if o.Workers > 1 {
+		var kgs []int
+		var offs []int64
+		for i, off := range h.Offsets {
+			if kg := int(h.StartKeyGroup) + i; off != 0 && o.keyGroupSelected(kg) {
+				kgs, offs = append(kgs, kg), append(offs, off)
+			}
+		}
+		if len(kgs) > 1 {
+			return sp.walkParallel(ctx, o, f, h, kgs, offs, o.Workers, ropts, ke, lock, unlock, fn)
+		}
+	}
 	for i, off := range h.Offsets {
 		kg := int(h.StartKeyGroup) + i
 		if off == 0 || !o.keyGroupSelected(kg) {

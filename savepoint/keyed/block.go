@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"unsafe"
 
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/serde"
@@ -57,6 +58,11 @@ type ReadOptions struct {
 	// use it whenever the callback does not retain decoded values (or
 	// copies what it keeps).
 	ReuseValues bool
+	// Arena, when set, is where ModeDecode builds values instead of the
+	// reader's own arenas; the reader never resets it (ReuseValues is then
+	// ignored), so the caller decides how long values live. SetArena
+	// switches it during a read.
+	Arena *serde.Arena
 	// End, when > 0, is the offset where the block must end (the next key
 	// group's offset, or the stream size for the last one). Reads never go
 	// past it — with range-read storage this keeps small blocks from
@@ -188,6 +194,9 @@ func (r *BlockReader) read(n int, buf *[]byte) ([]byte, error) {
 		rd = r.sbr
 	}
 	b := (*buf)[:0]
+	if b == nil {
+		b = []byte{} // empty values are empty, not absent
+	}
 	// Grow in bounded steps so a hostile length cannot force a large
 	// allocation before the data is actually there.
 	for len(b) < n {
@@ -251,9 +260,32 @@ func (r *BlockReader) i32() (int, error) {
 // batch of them keeps the decoded-key cache useful).
 const reuseEvery = 256
 
-// useArena selects the arena the decoders build values in.
-func (r *BlockReader) useArena(reuse bool) {
+// SetArena makes the decoders build the values of the following entries
+// in a (a callback may call it, e.g. after handing off a batch of entries
+// whose values live in the previous arena). Later reads with their own
+// ReadOptions.Arena replace it.
+func (r *BlockReader) SetArena(a *serde.Arena) {
+	if a == nil {
+		a = serde.NewArena()
+	}
+	if r.cur != a {
+		r.cur = a
+		for i := range r.decs {
+			r.decs[i].Scratch = a
+		}
+	}
+	// A cached key lives in the previous arena.
+	r.lastKeyOK = false
+}
+
+// useArena selects the arena the decoders build values in: ext when set,
+// else the recycled one (reuse) or the fresh one.
+func (r *BlockReader) useArena(reuse bool, ext *serde.Arena) {
 	var a *serde.Arena
+	if ext != nil {
+		r.SetArena(ext)
+		return
+	}
 	if reuse {
 		if r.rarena == nil {
 			r.rarena = serde.NewReusableArena()
@@ -355,8 +387,8 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 		}
 	}
 	prefix := KeyGroupPrefixBytes(o.MaxParallelism)
-	reuse := o.ReuseValues && o.Mode == ModeDecode
-	r.useArena(reuse)
+	reuse := o.ReuseValues && o.Mode == ModeDecode && o.Arena == nil
+	r.useArena(reuse, o.Arena)
 	id, err := r.u16()
 	if err != nil {
 		return err
@@ -429,6 +461,45 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 			id = next
 		}
 	}
+}
+
+// CopyTo copies e into dst with its byte slices (KeyBytes, ValueBytes and
+// the split parts, which alias KeyBytes) appended to buf, and returns the
+// extended buf. Decoded values are shared, not copied. dst stays valid
+// while buf's memory is not overwritten; an append that outgrows buf's
+// capacity moves only the new bytes.
+func (e *Entry) CopyTo(dst *Entry, buf []byte) []byte {
+	*dst = *e
+	start := len(buf)
+	buf = append(buf, e.KeyBytes...)
+	key := buf[start:len(buf):len(buf)]
+	sub := func(part []byte) []byte {
+		if part == nil {
+			return nil
+		}
+		// part is a subslice of e.KeyBytes: find its position.
+		if len(part) == 0 {
+			return key[:0:0]
+		}
+		if len(e.KeyBytes) == 0 {
+			return bytes.Clone(part)
+		}
+		off := int(uintptr(unsafe.Pointer(&part[0])) - uintptr(unsafe.Pointer(&e.KeyBytes[0])))
+		if off < 0 || off+len(part) > len(key) {
+			return bytes.Clone(part)
+		}
+		return key[off : off+len(part) : off+len(part)]
+	}
+	dst.KeyBytes = key
+	dst.KeyPart, dst.NamespaceBytes, dst.UserKeyBytes = sub(e.KeyPart), sub(e.NamespaceBytes), sub(e.UserKeyBytes)
+	vs := len(buf)
+	buf = append(buf, e.ValueBytes...)
+	dst.ValueBytes = buf[vs:len(buf):len(buf)]
+	if e.TTLTimestamp != nil {
+		dst.ttl = *e.TTLTimestamp
+		dst.TTLTimestamp = &dst.ttl
+	}
+	return buf
 }
 
 // interpret splits the key and decodes the parts of e. keyPos and valPos

@@ -1,0 +1,213 @@
+package savepoint
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sfstate/sfstate/savepoint/keyed"
+	"github.com/sfstate/sfstate/savepoint/serde"
+)
+
+// DefaultWorkers is a ScanOptions.Workers value that uses one decode
+// worker per CPU the Go scheduler runs on (GOMAXPROCS).
+func DefaultWorkers() int { return runtime.GOMAXPROCS(0) }
+
+// Parallel decoding of one keyed file: workers claim key groups in
+// ascending order, each reading its blocks through its own range reader and
+// decoding them into batches of entries; the walking goroutine takes the
+// batches key group by key group, so callbacks see exactly the sequential
+// order, on the caller's goroutine.
+//
+// Memory stays bounded: a worker claims a key group only while fewer than
+// 2*workers claimed key groups are unconsumed, and each key group holds at
+// most batchesAhead finished batches (plus the one its worker fills), so at
+// most 2*workers*(batchesAhead+1)+1 batches exist, each about batchBytes of
+// entry bytes, batchEntries entries and their decoded values.
+const (
+	batchBytes   = 512 << 10
+	batchesAhead = 2
+)
+
+// batchEntries is a variable for tests (small batches on small data).
+var batchEntries = 2048
+
+// batch is a run of entries of one key group: their bytes in data and, for
+// ModeDecode, their values in arena.
+type batch struct {
+	entries []keyed.Entry
+	data    []byte
+	arena   *serde.Arena
+	// err ends the key group: the read failed after the entries.
+	err error
+}
+
+// batchPool recycles batches. With reuse, a recycled batch's arena is
+// reset (its values die with it); otherwise each batch gets a fresh arena,
+// so values handed to callbacks stay valid after them.
+type batchPool struct {
+	reuse bool
+	free  chan *batch
+}
+
+func (p *batchPool) get() *batch {
+	var b *batch
+	select {
+	case b = <-p.free:
+	default:
+		b = &batch{entries: make([]keyed.Entry, 0, batchEntries), data: make([]byte, 0, 2*batchBytes)}
+		if p.reuse {
+			b.arena = serde.NewReusableArena()
+		}
+	}
+	if !p.reuse {
+		b.arena = serde.NewArena()
+	}
+	return b
+}
+
+func (p *batchPool) put(b *batch) {
+	clear(b.entries) // drop references to values and bytes
+	b.entries, b.err = b.entries[:0], nil
+	if cap(b.data) > 8*batchBytes {
+		b.data = make([]byte, 0, 2*batchBytes) // one huge entry: do not keep its buffer
+	}
+	b.data = b.data[:0]
+	if p.reuse {
+		b.arena.Reset()
+	} else {
+		b.arena = nil
+	}
+	select {
+	case p.free <- b:
+	default:
+	}
+}
+
+// walkParallel reads the key groups kgs (block offsets offs) of one keyed
+// file with workers goroutines and calls fn for each entry in order, like
+// the sequential loop of walkSubtask.
+func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFile, h *KeyGroupsHandle, kgs []int, offs []int64, workers int,
+	ropts keyed.ReadOptions, ke *KeyedEntry, lock, unlock func(), fn func(*KeyedEntry) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	workers = min(workers, len(kgs))
+	slots := make(chan struct{}, 2*workers)
+	chans := make([]chan *batch, len(kgs))
+	for i := range chans {
+		chans[i] = make(chan *batch, batchesAhead)
+	}
+	reuse := ropts.ReuseValues && ropts.Mode == keyed.ModeDecode
+	pool := &batchPool{reuse: reuse, free: make(chan *batch, 2*workers*(batchesAhead+1)+2)}
+	var next atomic.Int64
+	worker := func(obj *Object) {
+		defer wg.Done()
+		var br keyed.BlockReader
+		for {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			i := int(next.Add(1) - 1)
+			if i >= len(kgs) {
+				<-slots
+				return
+			}
+			ch := chans[i]
+			send := func(b *batch) bool {
+				select {
+				case ch <- b:
+					return true
+				case <-ctx.Done():
+					return false
+				}
+			}
+			b := pool.get()
+			ro := ropts
+			ro.Arena = b.arena
+			err := br.Read(obj, obj.Size(), f.name, f.header, kgs[i], offs[i], ro, func(e *keyed.Entry) error {
+				if o.State != "" && e.State.Name != o.State {
+					return nil
+				}
+				n := len(b.entries)
+				b.entries = b.entries[:n+1]
+				b.data = e.CopyTo(&b.entries[n], b.data)
+				if n+1 == cap(b.entries) || len(b.data) >= batchBytes {
+					// Full: the next entry decodes into the next batch.
+					if !send(b) {
+						return ctx.Err()
+					}
+					b = pool.get()
+					br.SetArena(b.arena)
+				}
+				return nil
+			})
+			if ctx.Err() != nil {
+				return
+			}
+			b.err = err
+			if len(b.entries) > 0 || err != nil {
+				if !send(b) {
+					return
+				}
+			} else {
+				pool.put(b)
+			}
+			close(ch)
+		}
+	}
+	for w := range workers {
+		obj := f.obj
+		if w > 0 {
+			// Each worker reads through its own range reader (their
+			// read-ahead buffers would evict each other).
+			var err error
+			obj, err = sp.OpenLocation(ctx, f.obj.Loc, o.ReadAhead)
+			if err != nil {
+				return err
+			}
+		}
+		wg.Add(1)
+		go worker(obj)
+	}
+	for i := range kgs {
+		for {
+			var b *batch
+			var ok bool
+			select {
+			case b, ok = <-chans[i]:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if !ok {
+				break
+			}
+			for j := range b.entries {
+				ke.Entry = &b.entries[j]
+				lock()
+				err := fn(ke)
+				unlock()
+				if err != nil {
+					return err
+				}
+			}
+			if b.err != nil {
+				return b.err
+			}
+			pool.put(b)
+		}
+		<-slots
+		if o.Progress != nil {
+			lock()
+			o.Progress.Add(1)
+			unlock()
+		}
+	}
+	return nil
+}
