@@ -1,7 +1,8 @@
 // Package scanbench measures how fast package savepoint reads a large
 // canonical savepoint: it generates one (SQL rows written with flinkwrite)
-// and times a raw read of its data file, a header-only scan, a full decode
-// and the structural check, with peak RSS per phase. `sfstate bench
+// and times raw reads of its data file (from the page cache and cold from
+// disk), a header-only scan, full decodes (parallel and sequential, warm
+// and cold), validation and the structural check, with peak RSS per phase. `sfstate bench
 // inspect` and the savepoint benchmarks use it.
 package scanbench
 
@@ -176,6 +177,13 @@ type Phase struct {
 	Entries       int64   `json:"entries"`
 	EntriesPerSec float64 `json:"entriesPerSecond"`
 	MBPerSec      float64 `json:"mbPerSecond"`
+	// Workers is the number of decode goroutines (savepoint.ScanOptions.
+	// Workers; 1 = sequential).
+	Workers int `json:"workers"`
+	// ReuseValues is set when decoded values were valid only during their
+	// callback (savepoint.ScanOptions.ReuseValues); unset for full
+	// decodes whose values outlive the callback.
+	ReuseValues bool `json:"reuseValues,omitempty"`
 	// Cold is set for phases that start with the data file evicted from
 	// the page cache (EvictFile), so its bytes come from disk.
 	Cold bool `json:"cold"`
@@ -204,20 +212,46 @@ const (
 	// from disk with 4 MiB sequential reads.
 	PhaseRawCold = "raw read, cold"
 	PhaseHeader  = "header-only scan"
-	PhaseDecode  = "full decode"
+	// PhaseDecode decodes every key and value with the decode workers,
+	// into recycled memory (values valid during their callback, as the
+	// dump, digest and statistics callers use them).
+	PhaseDecode = "full decode"
 	// PhaseDecodeCold is PhaseDecode on an evicted data file.
 	PhaseDecodeCold = "full decode, cold"
+	// PhaseDecode1 is PhaseDecode with one worker (sequential).
+	PhaseDecode1 = "full decode, 1 worker"
+	// PhaseDecodeKeep is PhaseDecode with values that outlive their
+	// callbacks (fresh memory per value batch: garbage-collector work).
+	PhaseDecodeKeep = "full decode, kept values"
 	// PhaseValidate walks every entry with keyed.ModeValidate: every byte
 	// of every key and value checked as by a full decode, no values built.
 	PhaseValidate = "full validate"
 	PhaseCheck    = "check"
 )
 
-// Run measures the phases on a generated savepoint. rounds > 1 runs each
-// phase that often and keeps the fastest. Cold phases are left out where
-// the page cache cannot be dropped (not Linux, or a file system such as
-// tmpfs that keeps its pages).
+// Options tune RunWith.
+type Options struct {
+	// Rounds > 1 runs each phase that often and keeps the fastest.
+	Rounds int
+	// Workers is the decode workers of the parallel phases (0 =
+	// savepoint.DefaultWorkers()).
+	Workers int
+}
+
+// Run is RunWith with the default workers.
 func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
+	return RunWith(ctx, g, Options{Rounds: rounds})
+}
+
+// RunWith measures the phases on a generated savepoint. Cold phases are
+// left out where the page cache cannot be dropped (not Linux, or a file
+// system such as tmpfs that keeps its pages).
+func RunWith(ctx context.Context, g *Generated, opts Options) ([]Phase, error) {
+	rounds := opts.Rounds
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = savepoint.DefaultWorkers()
+	}
 	st, err := s3.NewLocal(g.Dir)
 	if err != nil {
 		return nil, err
@@ -229,18 +263,24 @@ func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
 	data := filepath.Join(g.Dir, DataFile)
 	canEvict := evictWorks(data)
 	rounds = max(rounds, 1)
+	scan := func(mode keyed.Mode, workers int, reuse bool) savepoint.ScanOptions {
+		return savepoint.ScanOptions{KeyGroupTo: -1, Mode: mode, Workers: workers, ReuseValues: reuse}
+	}
 	phases := []struct {
 		name string
 		cold bool
+		o    savepoint.ScanOptions // of walks
 		fn   func() (int64, error)
 	}{
-		{PhaseRaw, false, func() (int64, error) { return 0, readFile(data, 1<<20) }},
-		{PhaseRawCold, true, func() (int64, error) { return 0, readFile(data, 4<<20) }},
-		{PhaseHeader, false, func() (int64, error) { return walk(ctx, sp, keyed.ModeRaw) }},
-		{PhaseDecode, false, func() (int64, error) { return walk(ctx, sp, keyed.ModeDecode) }},
-		{PhaseDecodeCold, true, func() (int64, error) { return walk(ctx, sp, keyed.ModeDecode) }},
-		{PhaseValidate, false, func() (int64, error) { return walk(ctx, sp, keyed.ModeValidate) }},
-		{PhaseCheck, false, func() (int64, error) {
+		{PhaseRaw, false, scan(0, 1, false), func() (int64, error) { return 0, readFile(data, 1<<20) }},
+		{PhaseRawCold, true, scan(0, 1, false), func() (int64, error) { return 0, readFile(data, 4<<20) }},
+		{PhaseHeader, false, scan(keyed.ModeRaw, workers, false), nil},
+		{PhaseDecode, false, scan(keyed.ModeDecode, workers, true), nil},
+		{PhaseDecodeCold, true, scan(keyed.ModeDecode, workers, true), nil},
+		{PhaseDecode1, false, scan(keyed.ModeDecode, 1, true), nil},
+		{PhaseDecodeKeep, false, scan(keyed.ModeDecode, workers, false), nil},
+		{PhaseValidate, false, scan(keyed.ModeValidate, workers, false), nil},
+		{PhaseCheck, false, scan(0, 1, false), func() (int64, error) {
 			probs, stats := savepoint.Check(ctx, sp, savepoint.CheckOptions{})
 			if len(probs) != 0 {
 				return 0, fmt.Errorf("scanbench: check found %d problems, first: %v", len(probs), probs[0])
@@ -253,7 +293,12 @@ func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
 		if ph.cold && !canEvict {
 			continue
 		}
-		best := Phase{Name: ph.name, Cold: ph.cold, Seconds: math.Inf(1)}
+		fn := ph.fn
+		if fn == nil {
+			o := ph.o
+			fn = func() (int64, error) { return walk(ctx, sp, o) }
+		}
+		best := Phase{Name: ph.name, Cold: ph.cold, Seconds: math.Inf(1), Workers: ph.o.Workers, ReuseValues: ph.o.ReuseValues}
 		for range rounds {
 			if ph.cold {
 				if err := EvictFile(data); err != nil {
@@ -270,7 +315,7 @@ func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
 			runtime.ReadMemStats(&ms0)
 			c0 := cpuSeconds()
 			t0 := time.Now()
-			n, err := ph.fn()
+			n, err := fn()
 			sec := time.Since(t0).Seconds()
 			cpu := cpuSeconds() - c0
 			runtime.ReadMemStats(&ms1)
@@ -310,9 +355,9 @@ func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
 	return out, nil
 }
 
-func walk(ctx context.Context, sp *savepoint.Savepoint, mode keyed.Mode) (int64, error) {
+func walk(ctx context.Context, sp *savepoint.Savepoint, o savepoint.ScanOptions) (int64, error) {
 	var n int64
-	err := sp.WalkKeyed(ctx, savepoint.ScanOptions{KeyGroupTo: -1, Mode: mode}, func(*savepoint.KeyedEntry) error {
+	err := sp.WalkKeyed(ctx, o, func(*savepoint.KeyedEntry) error {
 		n++
 		return nil
 	})
