@@ -63,12 +63,21 @@ type BenchRow struct {
 	// Bytes through the proxy during the restores.
 	BaselineBytes int64 `json:"baseline_bytes"`
 	SfstateBytes  int64 `json:"sfstate_bytes"`
-	// Seconds until every new subtask is ready (restored and open).
+	// Seconds until every new subtask is ready (open and serving). The
+	// sfstate figures are the lazy restore's (RestoreLazy: ready at open,
+	// files adopted in the background).
 	BaselineReadyS float64 `json:"baseline_ready_s"`
 	SfstateReadyS  float64 `json:"sfstate_ready_s"`
-	// Seconds until all of the subtasks' state is local. The engine's
-	// restore is eager, so this equals ready.
+	// Seconds until all of the subtasks' state is local (lazy restore:
+	// every unit adopted).
 	SfstateAllLocalS float64 `json:"sfstate_all_local_s"`
+	// The eager restore from the plan (Restore: ready once every needed
+	// file is downloaded, imported and clipped): bytes and seconds.
+	EagerBytes  int64   `json:"sfstate_eager_bytes"`
+	EagerReadyS float64 `json:"sfstate_eager_ready_s"`
+	// Units adopted by the lazy restores (all subtasks) and ingestions.
+	LazyUnits   int `json:"lazy_units"`
+	LazyBatches int `json:"lazy_batches"`
 	// LimitS: the largest new subtask's share of the state over the
 	// bandwidth cap.
 	LimitS float64 `json:"limit_s"`
@@ -80,7 +89,7 @@ type BenchRow struct {
 	MetadataBytes  int64   `json:"rescale_bytes_written"`
 	ImportedSubset int     `json:"subtasks_from_subset"`
 	KeysCopied     int64   `json:"keys_copied"`
-	// Phases of the restores from the plan, the slowest subtask's each.
+	// Phases of the eager restores from the plan, the slowest subtask's each.
 	DownloadS float64 `json:"sfstate_download_s"`
 	BuildS    float64 `json:"sfstate_build_s"`
 	ClipS     float64 `json:"sfstate_clip_s"`
@@ -96,9 +105,11 @@ type BenchReport struct {
 
 // RunBench checkpoints an engine state at cfg.From to versitygw behind
 // Toxiproxy, rescales it by reference to cfg.To and restores every new
-// subtask twice — Flink's way (every overlapping handle whole, then clip)
-// and from the plan (overlapping SST files only) — then checkpoints the
-// restored subtasks and does the same back to cfg.From.
+// subtask three times — Flink's way (every overlapping handle whole, then
+// clip), eagerly from the plan (overlapping SST files only, ready once
+// local) and lazily from the plan (ready at open, adopted in the
+// background) — then checkpoints the lazily restored subtasks and does the
+// same back to cfg.From.
 func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	logf := cfg.Log
 	if logf == nil {
@@ -172,7 +183,14 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	}
 	logf("checkpointing the %d restored subtasks", len(restored))
 	cp := checkpoint.New(back, checkpoint.Options{Parallel: cfg.Parallel, LocalDir: filepath.Join(scratch, "to")})
-	p, err := cp.Take(ctx, restored, 1)
+	inner := make([]engine.Backend, len(restored))
+	for i, b := range restored {
+		inner[i] = b
+		if l, ok := b.(*Lazy); ok {
+			inner[i] = l.Inner() // all local: WaitLocal returned
+		}
+	}
+	p, err := cp.Take(ctx, inner, 1)
 	if err == nil {
 		_, err = p.Wait(ctx)
 	}
@@ -286,6 +304,50 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 		}
 		return d, counters.BytesRead() - before, bs, sts, nil
 	}
+	// runLazy restores every new subtask lazily: ready is when all are
+	// open, local when all have adopted their files.
+	runLazy := func(sub string) (ready, local time.Duration, n int64, ls []*Lazy, err error) {
+		if err := capOn(); err != nil {
+			return 0, 0, 0, nil, err
+		}
+		defer capOff()
+		before := counters.BytesRead()
+		ls = make([]*Lazy, newP)
+		closeLazy := func() {
+			for _, l := range ls {
+				if l != nil {
+					l.Close()
+				}
+			}
+		}
+		var mu sync.Mutex
+		start := time.Now()
+		g, gctx := errgroup.WithContext(ctx)
+		for i := 0; i < newP; i++ {
+			g.Go(func() error {
+				l, err := RestoreLazy(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), LazyOptions{Parallel: max(1, cfg.Parallel), KeyGroupFiles: true})
+				if err != nil {
+					return err
+				}
+				mu.Lock()
+				ls[i] = l
+				mu.Unlock()
+				return nil
+			})
+		}
+		if err := g.Wait(); err != nil {
+			closeLazy()
+			return 0, 0, 0, nil, err
+		}
+		ready = time.Since(start)
+		for _, l := range ls {
+			if err := l.WaitLocal(ctx); err != nil {
+				closeLazy()
+				return 0, 0, 0, nil, err
+			}
+		}
+		return ready, time.Since(start), counters.BytesRead() - before, ls, nil
+	}
 	logf("%s: baseline restore (every overlapping handle)", row.Direction)
 	d, n, bs, _, err := run(true, "baseline")
 	if err != nil {
@@ -294,12 +356,14 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 	closeAll(bs)
 	os.RemoveAll(filepath.Join(dir, "baseline"))
 	row.BaselineReadyS, row.BaselineBytes = d.Seconds(), n
-	logf("%s: restore from the plan (overlapping SST files)", row.Direction)
-	d, n, bs, sts, err := run(false, "sfstate")
+	logf("%s: eager restore from the plan (overlapping SST files)", row.Direction)
+	d, n, bs, sts, err := run(false, "eager")
 	if err != nil {
 		return nil, nil, err
 	}
-	row.SfstateReadyS, row.SfstateAllLocalS, row.SfstateBytes = d.Seconds(), d.Seconds(), n
+	closeAll(bs)
+	os.RemoveAll(filepath.Join(dir, "eager"))
+	row.EagerReadyS, row.EagerBytes = d.Seconds(), n
 	for _, s := range sts {
 		row.ImportedSubset += s.Imported
 		row.KeysCopied += s.KeysCopied
@@ -311,11 +375,24 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 			logf("%s: files not imported together: %s", row.Direction, s.NotMerged)
 		}
 	}
+	logf("%s: lazy restore from the plan (ready at open, files adopted in the background)", row.Direction)
+	ready, local, n, ls, err := runLazy("sfstate")
+	if err != nil {
+		return nil, nil, err
+	}
+	row.SfstateReadyS, row.SfstateAllLocalS, row.SfstateBytes = ready.Seconds(), local.Seconds(), n
+	out := make([]engine.Backend, len(ls))
+	for i, l := range ls {
+		s := l.Stats()
+		row.LazyUnits += s.Units
+		row.LazyBatches += s.Batches
+		out[i] = l
+	}
 	if !keep {
-		closeAll(bs)
+		closeAll(out)
 		return row, nil, nil
 	}
-	return row, bs, nil
+	return row, out, nil
 }
 
 // rescaleTo runs the by-reference rescale of sp into <prefix>-rescaled-<n>/
