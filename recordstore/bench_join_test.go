@@ -57,3 +57,24 @@ func TestSelectShapes(t *testing.T) {
 		t.Fatal("an unknown shape was accepted")
 	}
 }
+
+// BenchmarkJoinSkewed runs the bench join skewed/256 shape (200000 inputs)
+// under the record-with-pool policy only (the bucket layout takes minutes
+// per run): the focused target for CPU profiles of the skewed path.
+func BenchmarkJoinSkewed(b *testing.B) {
+	shapes, err := selectShapes(benchShapes(JoinBenchConfig{Inputs: 100_000, GroupRows: 10}), []string{"skewed/256"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	sh := &shapes[0]
+	var cpu float64
+	n := 0
+	for ; b.Loop(); n++ {
+		r, err := runTrial(fmt.Sprintf("%s/run-%d", b.TempDir(), n), sh, benchPolicies[4], false)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cpu += r.cpu
+	}
+	b.ReportMetric(cpu/float64(max(n, 1)), "cpu-s/op")
+}

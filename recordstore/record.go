@@ -3,7 +3,9 @@
 package recordstore
 
 import (
+	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/sfstate/sfstate/engine"
 )
@@ -21,6 +23,7 @@ type recordState struct {
 	fresh    map[string][]*rec  // group prefix -> work records absent from the store
 	override map[string]int     // group prefix -> work records present in the store
 	cache    map[string]*cgroup // group prefix -> cached store rows (bundle scope)
+	plan     map[string]int32   // group prefix -> visits the bundle's probes still make
 	res      *engine.Reservation
 	cached   int64 // bytes of cache currently charged
 	keys     [][]byte
@@ -49,6 +52,7 @@ type rec struct {
 type cgroup struct {
 	arena []byte
 	ents  []centry
+	bytes int64 // charged to the pool
 }
 
 type centry struct {
@@ -63,6 +67,7 @@ func newRecordState(c common) *recordState {
 		fresh:    make(map[string][]*rec),
 		override: make(map[string]int),
 		cache:    make(map[string]*cgroup),
+		plan:     make(map[string]int32),
 	}
 }
 
@@ -86,6 +91,11 @@ func (s *recordState) Begin(probes []Probe) error {
 	for _, p := range probes {
 		s.scratch = s.groupPrefix(s.scratch[:0], p.Side, p.Key)
 		pl := len(s.scratch)
+		// the join visits the opposite side's group of every probe: count
+		// the visits, so that a group visited once is streamed, not cached
+		s.scratch[s.width] ^= 1
+		s.plan[string(s.scratch)]++
+		s.scratch[s.width] ^= 1
 		s.scratch = append(s.scratch, p.Row...)
 		if _, ok := s.work[string(s.scratch)]; ok {
 			continue
@@ -242,6 +252,15 @@ func (s *recordState) Visit(side Side, key []byte, fn func(row []byte, count int
 		}
 		return fn(k[pl:], count)
 	}
+	// visits still planned after this one: none means the group is not
+	// worth caching (or keeping cached); unplanned visits (a caller that
+	// did not probe) keep the group cached
+	left, planned := s.plan[string(p)]
+	if planned {
+		left = max(0, left-1)
+		s.plan[string(p)] = left
+	}
+	keep := !planned || left > 0
 	if cg, ok := s.cache[string(p)]; ok {
 		s.stats.CacheHits++
 		for _, e := range cg.ents {
@@ -249,7 +268,11 @@ func (s *recordState) Visit(side Side, key []byte, fn func(row []byte, count int
 				return err
 			}
 		}
-	} else if err := s.scanGroup(p, emit); err != nil {
+		if !keep {
+			delete(s.cache, string(p))
+			s.unreserve(cg.bytes)
+		}
+	} else if err := s.scanGroup(p, keep, emit); err != nil {
 		return err
 	}
 	for _, r := range s.fresh[string(p)] {
@@ -263,13 +286,18 @@ func (s *recordState) Visit(side Side, key []byte, fn func(row []byte, count int
 }
 
 // scanGroup iterates the stored records of prefix p, skipping expired ones
-// before anything is copied, and caches them while reservations hold.
-func (s *recordState) scanGroup(p []byte, emit func(k []byte, count int64) error) error {
+// before anything is copied, and caches them (when cache is set) while
+// reservations hold.
+func (s *recordState) scanGroup(p []byte, cache bool, emit func(k []byte, count int64) error) error {
 	s.stats.GroupScans++
 	var cg *cgroup
 	var took int64
 	if s.opts.Pool != nil {
-		cg = &cgroup{}
+		if cache {
+			cg = &cgroup{}
+		} else {
+			s.stats.SingleVisits++
+		}
 	}
 	var ferr error
 	err := s.kv.prefix(p, func(k, v []byte) bool {
@@ -309,6 +337,7 @@ func (s *recordState) scanGroup(p []byte, emit func(k []byte, count int64) error
 		return err
 	}
 	if cg != nil {
+		cg.bytes = took
 		s.cache[string(p)] = cg
 	}
 	return nil
@@ -361,6 +390,9 @@ func (s *recordState) Commit() error {
 	}
 	b := s.kv.be.NewBatch()
 	defer b.Close()
+	// in key order: consecutive memtable inserts then share most of their
+	// skip-list search path (warm in the CPU cache)
+	slices.SortFunc(s.dirty, func(a, b *rec) int { return bytes.Compare(a.key, b.key) })
 	for _, r := range s.dirty {
 		if r.count > 0 {
 			s.scratch = AppendRecordValue(s.scratch[:0], r.ts, r.count, r.assoc)
@@ -386,6 +418,7 @@ func (s *recordState) end() {
 	clear(s.fresh)
 	clear(s.override)
 	clear(s.cache)
+	clear(s.plan)
 	s.dirty = s.dirty[:0]
 	s.recs = nil
 	if s.res != nil {

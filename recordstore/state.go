@@ -92,6 +92,7 @@ type Stats struct {
 	GroupScans    int64 // prefix iterations of a group in the store
 	CacheHits     int64 // group visits served from the bundle cache
 	LazyVisits    int64 // group visits that could not be cached
+	SingleVisits  int64 // group scans not cached: the bundle's probes visit the group once
 	ExpiredSkips  int64 // expired rows skipped
 	Writes        int64 // puts and deletes committed
 	CachePeak     int64 // largest cache reservation held in a bundle
