@@ -244,6 +244,21 @@ type RecordDigester struct {
 
 // Add adds one stored record entry.
 func (rd *RecordDigester) Add(k, v []byte) error {
+	if rd.g != nil && len(k) >= len(rd.prefix) && string(k[:len(rd.prefix)]) == string(rd.prefix) {
+		// same group as the previous record: a group prefix is
+		// self-delimiting, so the rest of the key is the row
+		ts, c, a, off, err := recordstore.DecodeRecordValue(v)
+		if err != nil {
+			return fmt.Errorf("record %x value offset %d: %w", k, off, err)
+		}
+		rd.g.Rows++
+		rd.g.Count += c
+		rd.g.Assoc += a
+		row := k[len(rd.prefix):]
+		rd.g.Hash += RowHash(rd.pc, row, c, ts)
+		rd.g.Bytes += int64(len(row))
+		return nil
+	}
 	kg, side, key, row, off, err := recordstore.DecodeGroupKey(k, rd.Width)
 	if err != nil {
 		return fmt.Errorf("record key %x offset %d: %w", k, off, err)
