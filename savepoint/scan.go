@@ -506,6 +506,7 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 	if err := scanOperatorStateTypes(ctx, sp, sum, o); err != nil {
 		return err
 	}
+	inferFormat(sp, sum, true)
 	sum.Scanned = true
 	return nil
 }

@@ -16,10 +16,15 @@ const (
 
 // Summary describes a savepoint for `inspect`.
 type Summary struct {
-	Source               string `json:"source"`
-	MetadataVersion      int    `json:"metadataVersion"`
-	CheckpointID         int64  `json:"checkpointId"`
-	FormatType           string `json:"formatType"`
+	Source          string `json:"source"`
+	MetadataVersion int    `json:"metadataVersion"`
+	CheckpointID    int64  `json:"checkpointId"`
+	FormatType      string `json:"formatType"`
+	// FormatInferred is set when FormatType was not recorded (V3
+	// metadata has no checkpoint-properties trailer) but inferred from the
+	// keyed handles: incremental handles (tags 5/11) mean NATIVE, key-group
+	// handles whose streams use the canonical layout mean CANONICAL.
+	FormatInferred       bool   `json:"formatInferred,omitempty"`
 	SnapshotName         string `json:"snapshotName,omitempty"`
 	PostCheckpointAction string `json:"postCheckpointAction,omitempty"`
 	MetadataBytes        int64  `json:"metadataBytes"`
@@ -322,7 +327,46 @@ func Summarize(sp *Savepoint) *Summary {
 		}
 		s.Operators = append(s.Operators, os)
 	}
+	inferFormat(sp, s, false)
 	return s
+}
+
+// inferFormat fills an unknown format type from the keyed handles (see
+// Summary.FormatInferred). Tags 3/12 alone do not tell the layout (heap
+// checkpoints and Flink 1.15 RocksDB full snapshots share them): they count
+// only once a scan has probed their blocks (probed).
+func inferFormat(sp *Savepoint, s *Summary, probed bool) {
+	if sp.Props != nil || sp.PropsErr != nil || (s.FormatType != "UNKNOWN" && !s.FormatInferred) {
+		return
+	}
+	native, canonical := false, false
+	for _, os := range s.Operators {
+		for _, t := range os.KeyedTags {
+			switch t {
+			case TagIncrementalKeyGroups, TagIncrementalKeyGroupsV2:
+				native = true
+			case TagSavepointKeyGroups:
+				canonical = true
+			case TagKeyGroups, TagKeyGroupsV2:
+				if !probed {
+					continue
+				}
+				switch os.KeyedLayout {
+				case LayoutCanonical:
+					canonical = true
+				case LayoutNativeHeap:
+					native = true
+				}
+			}
+		}
+	}
+	s.FormatType, s.FormatInferred = "UNKNOWN", false
+	switch {
+	case native && !canonical:
+		s.FormatType, s.FormatInferred = FormatNative, true
+	case canonical && !native:
+		s.FormatType, s.FormatInferred = FormatCanonical, true
+	}
 }
 
 // keyedLayout classifies an operator's keyed handles.

@@ -176,6 +176,9 @@ func runInspect(c *cli.Context) error {
 func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 	fmt.Fprintf(w, "savepoint    %s\n", s.Source)
 	kind := s.FormatType
+	if s.FormatInferred {
+		kind += " (inferred)"
+	}
 	if s.SnapshotName != "" {
 		kind += fmt.Sprintf(" (%s, action %s)", s.SnapshotName, s.PostCheckpointAction)
 	}
