@@ -21,6 +21,9 @@ package engine
 //	map user key    TypeRow         BinaryRowData                  i32 size + BinaryRowData
 //	value, user key primitives      as for keys                    as for keys
 //	queue element   TypeRaw         Flink's element bytes          same (e.g. TimerSerializer)
+//	value, list     TypeRaw         Flink's bytes (serializer      same
+//	element                         kept as a snapshot only)
+//	map user value  TypeRaw         NULL flag byte + Flink's bytes flag byte [+ TTL] + bytes
 //
 // Priority-queue (timer) entries are stored with an empty key and
 // namespace, the element after them (Layout.Key(kg, nil, nil) followed by
@@ -481,8 +484,8 @@ func (s StateSchema) Validate() error {
 			return fail("void cannot be a tuple")
 		}
 	}
-	if s.Value.Kind == TypeRaw && s.Kind != KindPriorityQueue {
-		return fail("raw values are only supported for priority queues")
+	if s.Value.Kind == TypeRaw && s.Kind == KindMultiset {
+		return fail("multisets have no raw values")
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/rowcodec"
 	"github.com/sfstate/sfstate/savepoint/flinkwrite"
+	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
 // ErrConvert marks an entry that cannot be converted between the engine's
@@ -165,11 +166,28 @@ type stateCodec struct {
 	key  engine.Type
 	ttl  bool
 	frow *rowcodec.FlinkRow // value rows (value states, map user values)
-	tmp  []byte
+	// rawLen is the fixed length of raw list elements, or -1: elements of
+	// variable length (no TTL) are not split; the whole Flink list value
+	// (elements joined by ',') is kept as one engine element, which
+	// exports back unchanged and stays a valid Flink list when the engine
+	// appends further elements.
+	rawLen int
+	tmp    []byte
 }
 
 func newStateCodec(key engine.Type, s engine.StateSchema) (*stateCodec, error) {
 	c := &stateCodec{s: s, key: key, ttl: s.TTL > 0}
+	if s.Kind == engine.KindList && s.Value.Kind == engine.TypeRaw {
+		n, err := fixedLen(s.Value)
+		switch {
+		case err == nil:
+			c.rawLen = n
+		case c.ttl:
+			return nil, fmt.Errorf("state %q: list element: %w", s.Name, err)
+		default:
+			c.rawLen = -1
+		}
+	}
 	if s.Kind == engine.KindValue || s.Kind == engine.KindMap || s.Kind == engine.KindList {
 		if s.Value.Kind == engine.TypeRow {
 			as, err := s.Value.ArrowSchema()
@@ -226,6 +244,18 @@ func (c *stateCodec) flinkValue(dst []byte, ts int64, payload []byte) ([]byte, e
 	case engine.KindList:
 		return c.flinkList(dst, ts, payload)
 	case engine.KindMap, engine.KindMultiset:
+		if c.s.Value.Kind == engine.TypeRaw {
+			// Raw user values keep Flink's NULL flag byte.
+			if len(payload) < 1 || payload[0] > 1 || payload[0] == 1 && len(payload) != 1 {
+				return dst, convErr("raw map value of %d bytes with flag % x", len(payload), payload[:min(len(payload), 1)])
+			}
+			dst = append(dst, payload[0])
+			if payload[0] == 1 {
+				return dst, nil // NULL
+			}
+			payload = payload[1:]
+			break
+		}
 		dst = append(dst, 0) // not null
 	}
 	if c.ttl {
@@ -297,8 +327,29 @@ func (c *stateCodec) engineValue(dst, v []byte) ([]byte, error) {
 		if len(v) < 1 {
 			return dst, convErr("empty map entry value")
 		}
+		if c.s.Kind == engine.KindMap && c.s.Value.Kind == engine.TypeRaw {
+			switch {
+			case v[0] == 1 && len(v) == 1: // NULL, kept as its flag
+				dst = binary.BigEndian.AppendUint64(dst, 0)
+				return append(dst, 1), nil
+			case v[0] != 0:
+				return dst, convErr("map value flag % x followed by %d bytes", v[:1], len(v)-1)
+			}
+			var ts int64
+			v = v[1:]
+			if c.ttl {
+				if len(v) < 8 {
+					return dst, convErr("TTL value of %d bytes", len(v))
+				}
+				ts = int64(binary.BigEndian.Uint64(v))
+				v = v[8:]
+			}
+			dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
+			dst = append(dst, 0)
+			return append(dst, v...), nil
+		}
 		if v[0] != 0 {
-			return dst, convErr("NULL map value (not representable in the engine)")
+			return dst, convErr("NULL map value (representable only for user values carried raw)")
 		}
 		v = v[1:]
 	}
@@ -380,9 +431,35 @@ func (c *stateCodec) flinkList(dst []byte, ts int64, payload []byte) ([]byte, er
 	return dst, nil
 }
 
+// fixedLen is the fixed serialized length of a raw type's values, read
+// from its kept serializer snapshot.
+func fixedLen(t engine.Type) (int, error) {
+	rs, ok := t.Snapshot.(flinkwrite.RawSnapshot)
+	if !ok {
+		return 0, fmt.Errorf("raw type without a kept serializer snapshot")
+	}
+	snap, _, err := serde.ParseSnapshot(append([]byte{0, 0, 0, serde.ProxyVersion}, rs.Versioned...), 0)
+	if err != nil {
+		return 0, err
+	}
+	dec := serde.NewDecoder(snap)
+	if !dec.Supported() || dec.Len() < 0 {
+		return 0, fmt.Errorf("serializer %s has no fixed length", snap.Class)
+	}
+	return dec.Len(), nil
+}
+
 // elemLen is the length of the serialized element at the start of b.
-func elemLen(t engine.Type, b []byte) (int, error) {
+func (c *stateCodec) elemLen(t engine.Type, b []byte) (int, error) {
 	switch t.Kind {
+	case engine.TypeRaw:
+		if c.rawLen < 0 {
+			return len(b), nil // the whole list, see rawLen
+		}
+		if c.rawLen > len(b) {
+			return 0, convErr("element of %d bytes in %d", c.rawLen, len(b))
+		}
+		return c.rawLen, nil
 	case engine.TypeRow:
 		if len(b) < 4 {
 			return 0, convErr("truncated row size")
@@ -431,7 +508,7 @@ func (c *stateCodec) engineList(dst, v []byte) ([]byte, error) {
 			ts = t
 			v = v[8:]
 		}
-		n, err := elemLen(c.s.Value, v)
+		n, err := c.elemLen(c.s.Value, v)
 		if err != nil {
 			return dst, fmt.Errorf("list element %d: %w", i, err)
 		}

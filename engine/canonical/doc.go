@@ -15,8 +15,10 @@
 // larger ones are files referenced relatively (RelativeFileStateHandle), so
 // the directory can be moved. `_metadata` is written last with
 // PutIfAbsent, after every data file is confirmed (s3.CommitMetadata). It
-// is V3, which every Flink from 1.15 to 2.x reads, or V4 with a
-// CheckpointProperties trailer for a named Flink 1.16-1.20.
+// is V3, which every Flink from 1.15 to 2.x reads, or the version the named
+// target release writes (MetadataVersionFor): V4 with a
+// CheckpointProperties trailer for 1.16-1.20, V5 (also each operator's
+// name and uid) for 2.x; V6 on request.
 //
 // Import restores a canonical savepoint (written by Export or by Flink,
 // any state backend) into new backends at any parallelism: subtask j of P
@@ -29,29 +31,42 @@
 // written. The imported schema keeps the serializer snapshots as they were
 // read, so a later export writes the same snapshots.
 //
-// Supported: VALUE (also AGGREGATING/REDUCING), LIST (elements that are
-// rows or primitives; the engine keeps one TTL timestamp per list, so a
-// Flink list whose elements carry different timestamps is refused) and MAP
-// states; keys that are SQL rows, Long, Int, String or a Tuple1 of those;
-// void, Long, TimeWindow and GlobalWindow namespaces; values, elements and
-// user values that are flat SQL rows (the row codec's types) or
-// Long/Int/String; TTL on all of them. Timers and other priority-queue
-// states are carried as raw elements: the engine keeps Flink's element
-// bytes (key-group prefix stripped) and writes them back unchanged.
-// Nested, structured or RAW row fields and tuples of several fields fail
-// the import up front. Non-keyed operator state is not imported (Import
-// reports what it skipped in ImportResult.Skipped).
+// Supported: VALUE (also AGGREGATING/REDUCING), LIST (the engine keeps one
+// TTL timestamp per list, so a Flink list whose elements carry different
+// timestamps is refused) and MAP states; keys that are SQL rows, Long, Int,
+// String or a Tuple1 of those; void, Long, TimeWindow and GlobalWindow
+// namespaces; values, elements and user values that are flat SQL rows (the
+// row codec's types) or Long/Int/String, converted to the engine's
+// encodings; TTL on all of them. Values, list elements, map user keys and
+// user values of any other serializer package serde decodes (tuples of
+// several fields, rows with structured, nested or RAW fields, Boolean,
+// External serializers, ...) are carried raw: the engine keeps Flink's
+// bytes under the kept snapshot and writes them back unchanged, NULL map
+// values included (a flag byte ahead of the raw bytes). Raw elements of a
+// TTL list need a fixed length (the engine takes each element's timestamp
+// off); a list without TTL whose elements have no fixed length is kept as
+// one engine element holding Flink's ','-joined list. Timers and other
+// priority-queue states are carried as raw elements too (key-group prefix
+// stripped). Serializers serde cannot decode, and NULL user values of a
+// typed (row or primitive) map, fail the import; the former up front.
+// Non-keyed operator state is not imported (Import reports what it skipped
+// in ImportResult.Skipped).
 //
 // # Join records
 //
 // Flink's regular join keeps, per input side, a MAP state
 // ("left-records", "right-records") from the input row to its count, with
-// a per-entry TTL. A recordstore join state (engine.StateSchema.Join; record
-// or bucket layout) is exported as exactly these two states, read through
-// recordstore's logical view, so counts and per-row last-write timestamps
-// survive. Import brings them back as two engine multisets (default) or,
-// with ImportOptions.JoinRecords, as one recordstore state in the record
-// layout, at any parallelism.
+// a per-entry TTL; an outer side (the left of a LEFT join, the right of a
+// RIGHT join, both of a FULL join; inputs without unique key) maps the row
+// to Tuple2<Integer, Integer>: its count and its number of associated rows
+// on the other side. A recordstore join state (engine.StateSchema.Join;
+// record or bucket layout; JoinSides.LeftOuter/RightOuter name the outer
+// sides) is exported as exactly these two states, read through
+// recordstore's logical view, so counts, association counts and per-row
+// last-write timestamps survive. Import brings them back as two engine
+// multisets (inner sides only) or, with ImportOptions.JoinRecords, as one
+// recordstore state in the record layout, outer sides with their
+// association counts, at any parallelism.
 //
 // Rewrite copies a savepoint through the reader and the writer: each
 // key-group block is decoded entry by entry (framing, key-group prefixes,

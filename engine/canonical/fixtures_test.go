@@ -45,6 +45,8 @@ var importFixtures = []string{
 	"flink1.19-rocksdb-canonical-snappy-compressed",
 	"flink1.15-rocksdb-canonical-metadata-v3",
 	"sql-rocksdb-canonical-windowjoin-liststate-timers",
+	"sql-rocksdb-canonical-udagg-liststate-mapstate",      // STRUCTURED_TYPE row, External serializers: raw
+	"flink1.20-hashmap-canonical-liststate-window-inline", // Tuple2 list elements: raw, fixed length
 }
 
 // TestImportFixtures restores Flink's savepoints into both backends at

@@ -424,7 +424,7 @@ func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
 	case flinkwrite.KindValue, flinkwrite.KindAggregating, flinkwrite.KindReducing:
 		ss.Kind = engine.KindValue
 		ss.FlinkKind = m.Kind
-		if ss.Value, err = typeOf(unwrap(m.Value), "value"); err != nil {
+		if ss.Value, err = valueTypeOf(unwrap(m.Value), "value", false); err != nil {
 			return ss, err
 		}
 	case flinkwrite.KindList:
@@ -432,11 +432,11 @@ func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
 			return ss, errors.New("list state without element serializer")
 		}
 		ss.Kind = engine.KindList
-		if ss.Value, err = typeOf(unwrap(m.Element), "list element"); err != nil {
+		if ss.Value, err = valueTypeOf(unwrap(m.Element), "list element", m.TTL); err != nil {
 			return ss, err
 		}
 		switch ss.Value.Kind {
-		case engine.TypeRow, engine.TypeLong, engine.TypeInt, engine.TypeString:
+		case engine.TypeRow, engine.TypeLong, engine.TypeInt, engine.TypeString, engine.TypeRaw:
 		default:
 			return ss, fmt.Errorf("list element serializer %s", m.Element.Class)
 		}
@@ -444,7 +444,7 @@ func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
 		if m.UserKey == nil || m.UserValue == nil {
 			return ss, errors.New("map state without user key/value serializers")
 		}
-		if ss.UserKey, err = typeOf(m.UserKey, "user key"); err != nil {
+		if ss.UserKey, err = valueTypeOf(m.UserKey, "user key", false); err != nil {
 			return ss, err
 		}
 		uv := unwrap(m.UserValue)
@@ -455,7 +455,7 @@ func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
 			break
 		}
 		ss.Kind = engine.KindMap
-		if ss.Value, err = typeOf(uv, "user value"); err != nil {
+		if ss.Value, err = valueTypeOf(uv, "user value", false); err != nil {
 			return ss, err
 		}
 	default:
@@ -520,6 +520,30 @@ func typeOf(s *serde.Snapshot, role string) (engine.Type, error) {
 		return t, fmt.Errorf("%s serializer %s", role, s.Class)
 	}
 	return t, nil
+}
+
+// valueTypeOf is typeOf for values, list elements, map user keys and map
+// user values (user keys are the rest of Flink's key bytes, and the engine
+// compares them byte for byte, as Flink's RocksDB backend does): a
+// serializer without a typed engine mapping (tuples of several fields,
+// rows with structured, nested or RAW fields, Boolean, ...) is carried raw
+// (Flink's bytes unchanged under the kept snapshot) when package serde can
+// decode it, so checks and digests still see the values. Raw elements of
+// a TTL list must have a fixed length: the engine splits Flink's list into
+// elements to take their timestamps off (see stateCodec.rawLen).
+func valueTypeOf(s *serde.Snapshot, role string, ttlList bool) (engine.Type, error) {
+	t, err := typeOf(s, role)
+	if err == nil || s == nil {
+		return t, err
+	}
+	dec := serde.NewDecoder(s)
+	if !dec.Supported() {
+		return t, err
+	}
+	if ttlList && dec.Len() < 0 {
+		return t, fmt.Errorf("%v (elements of a TTL list are kept as raw bytes only with a fixed length)", err)
+	}
+	return engine.Type{Kind: engine.TypeRaw, Snapshot: rawSnap(s)}, nil
 }
 
 // fieldSerializer is the serializer Flink uses inside rows for a field

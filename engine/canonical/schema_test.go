@@ -9,8 +9,12 @@ import (
 	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 )
 
+// stripType drops a kept snapshot, except a raw type's (its only
+// description).
 func stripType(t engine.Type) engine.Type {
-	t.Snapshot = nil
+	if t.Kind != engine.TypeRaw {
+		t.Snapshot = nil
+	}
 	return t
 }
 

@@ -304,6 +304,8 @@ var verifiableFixtures = map[string]bool{
 	"flink1.15-rocksdb-canonical-metadata-v3":              true,
 	"flink1.20-rocksdb-canonical-broadcast-operator-state": true,
 	"sql-rocksdb-canonical-windowjoin-liststate-timers":    true,
+	"sql-rocksdb-canonical-udagg-liststate-mapstate":       true,
+	"flink1.20-hashmap-canonical-liststate-window-inline":  true,
 }
 
 // TestFixtures: every fixture the engine can restore verifies clean on
