@@ -78,6 +78,15 @@ type BenchRow struct {
 	// Units adopted by the lazy restores (all subtasks) and ingestions.
 	LazyUnits   int `json:"lazy_units"`
 	LazyBatches int `json:"lazy_batches"`
+	// The lazy restore again, each new subtask i also given the local
+	// directory of old subtask i (the previous incarnation in the same
+	// slot, as Flink's local recovery would keep it): identical files are
+	// taken from there. ReuseRemoteBytes is what still crossed the proxy,
+	// ReuseLocalBytes what was taken locally. Never part of SfstateBytes.
+	ReuseRemoteBytes int64   `json:"sfstate_reuse_remote_bytes"`
+	ReuseLocalBytes  int64   `json:"sfstate_reuse_local_bytes"`
+	ReuseReadyS      float64 `json:"sfstate_reuse_ready_s"`
+	ReuseAllLocalS   float64 `json:"sfstate_reuse_all_local_s"`
 	// LimitS: the largest new subtask's share of the state over the
 	// bandwidth cap.
 	LimitS float64 `json:"limit_s"`
@@ -169,7 +178,11 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	if _, err := checkpointed(ctx, f, filepath.Join(scratch, "db-from"), src, nil); err != nil {
 		return nil, err
 	}
-	row, restored, err := benchDirection(ctx, cfg, logf, px, &counters, src, "from", cfg.From, cfg.To, filepath.Join(scratch, "to"), true)
+	var prev []string
+	for i := 0; i < cfg.From; i++ {
+		prev = append(prev, filepath.Join(scratch, "db-from", fmt.Sprint("task-", i)))
+	}
+	row, restored, err := benchDirection(ctx, cfg, logf, px, &counters, src, "from", cfg.From, cfg.To, filepath.Join(scratch, "to"), true, prev)
 	if err != nil {
 		return nil, err
 	}
@@ -198,7 +211,11 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	row, restored, err = benchDirection(ctx, cfg, logf, px, &counters, back, "to", cfg.To, cfg.From, filepath.Join(scratch, "back"), false)
+	prev = prev[:0]
+	for i := 0; i < cfg.To; i++ {
+		prev = append(prev, filepath.Join(scratch, "to", "sfstate", fmt.Sprint(i)))
+	}
+	row, restored, err = benchDirection(ctx, cfg, logf, px, &counters, back, "to", cfg.To, cfg.From, filepath.Join(scratch, "back"), false, prev)
 	closeAll(restored)
 	if err != nil {
 		return nil, err
@@ -227,7 +244,10 @@ func trimScheme(u string) string {
 // benchDirection rescales checkpoint 1 of st (at oldP) to newP and restores
 // it both ways. With keep, the backends restored from the plan are returned
 // open.
-func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...any), px *testutil.Proxy, counters *s3.Counters, st s3.Storage, prefix string, oldP, newP int, dir string, keep bool) (*BenchRow, []engine.Backend, error) {
+//
+// prevDirs[i] is old subtask i's local directory, offered to new subtask i
+// in the extra lazy restore that reuses identical local files.
+func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...any), px *testutil.Proxy, counters *s3.Counters, st s3.Storage, prefix string, oldP, newP int, dir string, keep bool, prevDirs []string) (*BenchRow, []engine.Backend, error) {
 	row := &BenchRow{Direction: fmt.Sprintf("%d→%d", oldP, newP)}
 	sp, err := savepoint.Open(ctx, st, checkpoint.MetadataKey(1))
 	if err != nil {
@@ -306,7 +326,7 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 	}
 	// runLazy restores every new subtask lazily: ready is when all are
 	// open, local when all have adopted their files.
-	runLazy := func(sub string) (ready, local time.Duration, n int64, ls []*Lazy, err error) {
+	runLazy := func(sub string, reuse bool) (ready, local time.Duration, n int64, ls []*Lazy, err error) {
 		if err := capOn(); err != nil {
 			return 0, 0, 0, nil, err
 		}
@@ -325,7 +345,11 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 		g, gctx := errgroup.WithContext(ctx)
 		for i := 0; i < newP; i++ {
 			g.Go(func() error {
-				l, err := RestoreLazy(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), LazyOptions{Parallel: max(1, cfg.Parallel), KeyGroupFiles: true})
+				o := LazyOptions{Parallel: max(1, cfg.Parallel), KeyGroupFiles: true}
+				if reuse && i < len(prevDirs) {
+					o.ReuseDirs = []string{prevDirs[i]}
+				}
+				l, err := RestoreLazy(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), o)
 				if err != nil {
 					return err
 				}
@@ -376,7 +400,20 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 		}
 	}
 	logf("%s: lazy restore from the plan (ready at open, files adopted in the background)", row.Direction)
-	ready, local, n, ls, err := runLazy("sfstate")
+	if len(prevDirs) > 0 {
+		logf("%s: lazy restore reusing identical files of the previous incarnations' directories", row.Direction)
+		ready, local, n, ls, err := runLazy("reuse", true)
+		if err != nil {
+			return nil, nil, err
+		}
+		row.ReuseReadyS, row.ReuseAllLocalS, row.ReuseRemoteBytes = ready.Seconds(), local.Seconds(), n
+		for _, l := range ls {
+			row.ReuseLocalBytes += l.Stats().BytesReused
+			l.Close()
+		}
+		os.RemoveAll(filepath.Join(dir, "reuse"))
+	}
+	ready, local, n, ls, err := runLazy("sfstate", false)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -59,6 +61,14 @@ type LazyOptions struct {
 	// (default 64 MiB); units an access waits for go in a batch of their
 	// own.
 	BatchBytes int64
+	// ReuseDirs are local RocksDB directories of earlier incarnations
+	// (e.g. the old subtask that ran in the same slot before the rescale).
+	// A needed file is taken from the first of them holding a file of its
+	// name with the recorded size and CRC-32C, instead of being downloaded:
+	// SST files are immutable, so an identical file is the same file, also
+	// across a rescale. Counted apart in LazyStats (FilesReused,
+	// BytesReused); BytesDownloaded stays the remote traffic.
+	ReuseDirs []string
 }
 
 // LazyStats describes a lazy restore. Read it with Lazy.Stats.
@@ -71,9 +81,10 @@ type LazyStats struct {
 	// Ready is the time until RestoreLazy returned; AllLocal until the
 	// last unit was ingested (0 while adoption runs).
 	Ready, AllLocal time.Duration
-	// FilesDownloaded, BytesDownloaded: fetched so far.
-	FilesDownloaded int
-	BytesDownloaded int64
+	// FilesDownloaded, BytesDownloaded: fetched so far from the store;
+	// FilesReused, BytesReused: taken from ReuseDirs instead.
+	FilesDownloaded, FilesReused int
+	BytesDownloaded, BytesReused int64
 	// Batches: ingestions; Ingested: SST files ingested; Entries: entries
 	// adopted.
 	Batches, Ingested int
@@ -139,8 +150,8 @@ type part struct {
 }
 
 type lazyFile struct {
-	obj   checkpoint.Object // Name is the local name
-	local string
+	obj  checkpoint.Object // Name is the local name
+	orig string            // the name in the old subtask's directory
 }
 
 // RestoreLazy restores new subtask i of plan from st into dir (which must
@@ -325,7 +336,7 @@ func planUnits(m *checkpoint.Manifest, rng engine.KeyGroupRange, states []engine
 		cur.parts[pi].files = append(cur.parts[pi].files, r.f)
 		o := r.f.Object
 		o.Name = localName(r.sub, r.f)
-		cur.files = append(cur.files, lazyFile{obj: o})
+		cur.files = append(cur.files, lazyFile{obj: o, orig: r.f.Name})
 		cur.bytes += r.f.Size
 	}
 	for _, u := range units {
@@ -399,13 +410,21 @@ func (l *Lazy) downloader() {
 		}
 		f := &u.files[k]
 		dst := filepath.Join(l.work, "files", f.obj.Name)
-		if err := checkpoint.FetchObject(l.ctx, l.st, f.obj, dst); err != nil {
-			l.fail(fmt.Errorf("%w: %w", ErrAdoption, err))
-			return
+		reused := l.reuse(f, dst)
+		if !reused {
+			if err := checkpoint.FetchObject(l.ctx, l.st, f.obj, dst); err != nil {
+				l.fail(fmt.Errorf("%w: %w", ErrAdoption, err))
+				return
+			}
 		}
 		l.mu.Lock()
-		l.stats.FilesDownloaded++
-		l.stats.BytesDownloaded += f.obj.Size
+		if reused {
+			l.stats.FilesReused++
+			l.stats.BytesReused += f.obj.Size
+		} else {
+			l.stats.FilesDownloaded++
+			l.stats.BytesDownloaded += f.obj.Size
+		}
 		u.left--
 		if u.left == 0 {
 			l.fetched = append(l.fetched, u)
@@ -416,6 +435,50 @@ func (l *Lazy) downloader() {
 		}
 		l.mu.Unlock()
 	}
+}
+
+// reuse links (or copies) f from the first ReuseDirs entry holding an
+// identical file (same name, size and CRC-32C) to dst.
+func (l *Lazy) reuse(f *lazyFile, dst string) bool {
+	for _, d := range l.opts.ReuseDirs {
+		src := filepath.Join(d, f.orig)
+		fi, err := os.Stat(src)
+		if err != nil || !fi.Mode().IsRegular() || fi.Size() != f.obj.Size {
+			continue
+		}
+		in, err := os.Open(src)
+		if err != nil {
+			continue
+		}
+		h := crc32.New(s3.Castagnoli)
+		n, err := io.Copy(h, in)
+		in.Close()
+		if err != nil || n != f.obj.Size || h.Sum32() != f.obj.CRC {
+			continue
+		}
+		if os.Link(src, dst) == nil || copyFile(src, dst) == nil {
+			return true
+		}
+		os.Remove(dst)
+	}
+	return false
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 // takeBatch removes the next batch from the downloaded units: the waited
@@ -585,9 +648,9 @@ func (l *Lazy) adopt(batch []*unit) error {
 			return fmt.Errorf("old subtask %d: %w", g.sub.Index, err)
 		}
 	}
-	io := grocksdb.NewDefaultIngestExternalFileOptions()
-	defer io.Destroy()
-	io.SetMoveFiles(true)
+	ingest := grocksdb.NewDefaultIngestExternalFileOptions()
+	defer ingest.Destroy()
+	ingest.SetMoveFiles(true)
 	n := 0
 	for st, paths := range w.byState {
 		if len(paths) == 0 {
@@ -596,7 +659,7 @@ func (l *Lazy) adopt(batch []*unit) error {
 		if err := l.ctx.Err(); err != nil {
 			return err
 		}
-		if err := l.db.IngestExternalFileCF(l.cfs[st], paths, io); err != nil {
+		if err := l.db.IngestExternalFileCF(l.cfs[st], paths, ingest); err != nil {
 			return fmt.Errorf("ingest %d files into state %q: %w", len(paths), l.inner.States()[st].Name, err)
 		}
 		n += len(paths)

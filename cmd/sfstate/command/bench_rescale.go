@@ -66,6 +66,16 @@ func runBenchRescale(c *cli.Context) error {
 		fmt.Fprintf(w, "%s lazy: %d units adopted in %d ingestions; eager (%.1f MiB) phases, slowest subtask each: download %.2f s, import/open %.2f s, clip %.2f s, copy %.2f s; %d subtasks imported, %d keys copied\n",
 			r.Direction, r.LazyUnits, r.LazyBatches, rescaleMiB(r.EagerBytes), r.DownloadS, r.BuildS, r.ClipS, r.CopyS, r.ImportedSubset, r.KeysCopied)
 	}
+	fmt.Fprintln(w, "with local reuse (separate: new subtask i also given old subtask i's local directory; identical SST files taken from there, the rest fetched):")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "direction\tremote MiB\tlocal MiB\tremote vs baseline\tready s\tall local s\t")
+	for _, r := range rep.Rows {
+		fmt.Fprintf(tw, "%s\t%.1f\t%.1f\t%.3f\t%.3f\t%.2f\t\n", r.Direction, rescaleMiB(r.ReuseRemoteBytes), rescaleMiB(r.ReuseLocalBytes),
+			float64(r.ReuseRemoteBytes)/float64(max(r.BaselineBytes, 1)), r.ReuseReadyS, r.ReuseAllLocalS)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	fmt.Fprintf(w, "targets: sfstate bytes <= 0.5 x baseline, ready >= 2x sooner (stretch 7x), all local <= 1.25 x limit\nnote: %s\n", rep.Note)
 	return nil
 }
