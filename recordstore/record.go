@@ -18,19 +18,27 @@ const cacheEntryOverhead = 48
 // AppendRecordKey, AppendRecordValue).
 type recordState struct {
 	common
-	work     map[string]*rec    // record key -> the bundle's view of it
-	dirty    []*rec             // records to write at Commit
-	fresh    map[string][]*rec  // group prefix -> work records absent from the store
-	override map[string]int     // group prefix -> work records present in the store
-	cache    map[string]*cgroup // group prefix -> cached store rows (bundle scope)
-	plan     map[string]int32   // group prefix -> visits the bundle's probes still make
+	work     map[string]*rec // record key -> the bundle's view of it
+	groups   map[string]*grp // group prefix -> the bundle's view of the group
+	dirty    []*rec          // records to write at Commit
 	res      *engine.Reservation
 	cached   int64 // bytes of cache currently charged
 	keys     [][]byte
 	pending  []*rec
 	visitGen uint64
-	recs     []rec
+	recs     []rec  // slab of the bundle's records
+	grps     []grp  // slab of the bundle's groups
+	karena   []byte // the bundle's record keys
 	gp       []byte
+}
+
+// grp is what a bundle knows of one group (join key and side).
+type grp struct {
+	fresh    []*rec // work records absent from the store
+	override int32  // work records present in the store, or blind
+	left     int32  // visits the bundle's probes still make
+	planned  bool   // the probes visit the group
+	cache    *cgroup
 }
 
 type rec struct {
@@ -62,13 +70,24 @@ type centry struct {
 
 func newRecordState(c common) *recordState {
 	return &recordState{
-		common:   c,
-		work:     make(map[string]*rec),
-		fresh:    make(map[string][]*rec),
-		override: make(map[string]int),
-		cache:    make(map[string]*cgroup),
-		plan:     make(map[string]int32),
+		common: c,
+		work:   make(map[string]*rec),
+		groups: make(map[string]*grp),
 	}
+}
+
+// group returns the bundle's view of the group of prefix p, adding it.
+func (s *recordState) group(p []byte) *grp {
+	if g, ok := s.groups[string(p)]; ok {
+		return g
+	}
+	if len(s.grps) == cap(s.grps) {
+		s.grps = make([]grp, 0, max(64, 2*cap(s.grps)))
+	}
+	s.grps = append(s.grps, grp{})
+	g := &s.grps[len(s.grps)-1]
+	s.groups[string(p)] = g
+	return g
 }
 
 func (s *recordState) Layout() Layout { return LayoutRecord }
@@ -77,7 +96,12 @@ func (s *recordState) newRec(key []byte, prefixLen int) *rec {
 	if len(s.recs) == cap(s.recs) {
 		s.recs = make([]rec, 0, max(64, 2*cap(s.recs)))
 	}
-	s.recs = append(s.recs, rec{key: append([]byte(nil), key...), prefixLen: prefixLen})
+	if cap(s.karena)-len(s.karena) < len(key) {
+		s.karena = make([]byte, 0, max(64<<10, len(key)))
+	}
+	off := len(s.karena)
+	s.karena = append(s.karena, key...)
+	s.recs = append(s.recs, rec{key: s.karena[off:len(s.karena):len(s.karena)], prefixLen: prefixLen})
 	r := &s.recs[len(s.recs)-1]
 	s.work[string(r.key)] = r
 	return r
@@ -94,7 +118,9 @@ func (s *recordState) Begin(probes []Probe) error {
 		// the join visits the opposite side's group of every probe: count
 		// the visits, so that a group visited once is streamed, not cached
 		s.scratch[s.width] ^= 1
-		s.plan[string(s.scratch)]++
+		og := s.group(s.scratch)
+		og.planned = true
+		og.left++
 		s.scratch[s.width] ^= 1
 		s.scratch = append(s.scratch, p.Row...)
 		if _, ok := s.work[string(s.scratch)]; ok {
@@ -106,8 +132,9 @@ func (s *recordState) Begin(probes []Probe) error {
 			// new, no point read
 			r.blind = true
 			s.stats.SkippedReads++
-			s.override[string(s.scratch[:pl])]++
-			s.fresh[string(s.scratch[:pl])] = append(s.fresh[string(s.scratch[:pl])], r)
+			g := s.group(s.scratch[:pl])
+			g.override++
+			g.fresh = append(g.fresh, r)
 			continue
 		}
 		s.keys = append(s.keys, r.key)
@@ -147,11 +174,11 @@ func (s *recordState) load(keys [][]byte, recs []*rec) error {
 		return err
 	}
 	for _, r := range recs {
-		p := r.key[:r.prefixLen]
+		g := s.group(r.key[:r.prefixLen])
 		if r.live {
-			s.override[string(p)]++
+			g.override++
 		} else {
-			s.fresh[string(p)] = append(s.fresh[string(p)], r)
+			g.fresh = append(g.fresh, r)
 		}
 	}
 	return derr
@@ -237,7 +264,8 @@ func (s *recordState) Visit(side Side, key []byte, fn func(row []byte, count int
 	s.gp = s.groupPrefix(s.gp[:0], side, key)
 	p := s.gp
 	pl := len(p)
-	ov := s.override[string(p)] > 0
+	g := s.groups[string(p)]
+	ov := g != nil && g.override > 0
 	s.visitGen++
 	gen := s.visitGen
 	emit := func(k []byte, count int64) error {
@@ -255,13 +283,13 @@ func (s *recordState) Visit(side Side, key []byte, fn func(row []byte, count int
 	// visits still planned after this one: none means the group is not
 	// worth caching (or keeping cached); unplanned visits (a caller that
 	// did not probe) keep the group cached
-	left, planned := s.plan[string(p)]
-	if planned {
-		left = max(0, left-1)
-		s.plan[string(p)] = left
+	keep := true
+	if g != nil && g.planned {
+		g.left = max(0, g.left-1)
+		keep = g.left > 0
 	}
-	keep := !planned || left > 0
-	if cg, ok := s.cache[string(p)]; ok {
+	if g != nil && g.cache != nil {
+		cg := g.cache
 		s.stats.CacheHits++
 		for _, e := range cg.ents {
 			if err := emit(cg.arena[e.off:e.off+e.n], e.count); err != nil {
@@ -269,13 +297,16 @@ func (s *recordState) Visit(side Side, key []byte, fn func(row []byte, count int
 			}
 		}
 		if !keep {
-			delete(s.cache, string(p))
+			g.cache = nil
 			s.unreserve(cg.bytes)
 		}
 	} else if err := s.scanGroup(p, keep, emit); err != nil {
 		return err
 	}
-	for _, r := range s.fresh[string(p)] {
+	if g == nil {
+		return nil
+	}
+	for _, r := range g.fresh {
 		if r.count > 0 && r.seen != gen {
 			if err := fn(r.key[pl:], r.count); err != nil {
 				return err
@@ -338,7 +369,7 @@ func (s *recordState) scanGroup(p []byte, cache bool, emit func(k []byte, count 
 	}
 	if cg != nil {
 		cg.bytes = took
-		s.cache[string(p)] = cg
+		s.group(p).cache = cg
 	}
 	return nil
 }
@@ -415,12 +446,12 @@ func (s *recordState) Abort() { s.end() }
 // end releases the bundle: cache reservations go back to the pool.
 func (s *recordState) end() {
 	clear(s.work)
-	clear(s.fresh)
-	clear(s.override)
-	clear(s.cache)
-	clear(s.plan)
+	clear(s.groups)
 	s.dirty = s.dirty[:0]
-	s.recs = nil
+	// the slabs are reused: nothing refers to their entries any more
+	clear(s.recs)
+	clear(s.grps)
+	s.recs, s.grps, s.karena = s.recs[:0], s.grps[:0], s.karena[:0]
 	if s.res != nil {
 		s.res.Release()
 		s.res = nil
