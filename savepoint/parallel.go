@@ -105,6 +105,7 @@ func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFi
 	reuse := ropts.ReuseValues && ropts.Mode == keyed.ModeDecode
 	pool := &batchPool{reuse: reuse, free: make(chan *batch, 2*workers*(batchesAhead+1)+2)}
 	var next atomic.Int64
+	ends := blockEnds(h)
 	worker := func(obj *Object) {
 		defer wg.Done()
 		var br keyed.BlockReader
@@ -130,7 +131,7 @@ func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFi
 			}
 			b := pool.get()
 			ro := ropts
-			ro.Arena = b.arena
+			ro.Arena, ro.ExpectedEnd = b.arena, ends.after(offs[i])
 			err := br.Read(obj, obj.Size(), f.name, f.header, kgs[i], offs[i], ro, func(e *keyed.Entry) error {
 				if o.State != "" && e.State.Name != o.State {
 					return nil

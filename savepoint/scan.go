@@ -303,6 +303,7 @@ func (sp *Savepoint) walkSubtask(ctx context.Context, o ScanOptions, op *Operato
 			return sp.walkParallel(ctx, o, f, h, kgs, offs, o.Workers, ropts, ke, lock, unlock, fn)
 		}
 	}
+	ends := blockEnds(h)
 	for i, off := range h.Offsets {
 		kg := int(h.StartKeyGroup) + i
 		if off == 0 || !o.keyGroupSelected(kg) {
@@ -311,6 +312,7 @@ func (sp *Savepoint) walkSubtask(ctx context.Context, o ScanOptions, op *Operato
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		ropts.ExpectedEnd = ends.after(off)
 		err := br.Read(f.obj, f.obj.Size(), f.name, f.header, kg, off, ropts, func(e *keyed.Entry) error {
 			if o.State != "" && e.State.Name != o.State {
 				return nil
@@ -330,6 +332,30 @@ func (sp *Savepoint) walkSubtask(ctx context.Context, o ScanOptions, op *Operato
 		}
 	}
 	return nil
+}
+
+// blockOffsets are the sorted block offsets of a key-groups handle.
+type blockOffsets []int64
+
+func blockEnds(h *KeyGroupsHandle) blockOffsets {
+	out := make(blockOffsets, 0, len(h.Offsets))
+	for _, off := range h.Offsets {
+		if off > 0 {
+			out = append(out, off)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// after returns the first block offset past off (where off's block is
+// expected to end), 0 when none.
+func (b blockOffsets) after(off int64) int64 {
+	i := sort.Search(len(b), func(i int) bool { return b[i] > off })
+	if i == len(b) {
+		return 0
+	}
+	return b[i]
 }
 
 // errStop ends a walk early without error.

@@ -63,6 +63,10 @@ type ReadOptions struct {
 	// ignored), so the caller decides how long values live. SetArena
 	// switches it during a read.
 	Arena *serde.Arena
+	// ExpectedEnd, when > 0 (and End is not set), is where the block is
+	// expected to end, e.g. the next block's offset: reads are sized not
+	// to go far past it, and nothing is enforced.
+	ExpectedEnd int64
 	// End, when > 0, is the offset where the block must end (the next key
 	// group's offset, or the stream size for the last one). Reads never go
 	// past it — with range-read storage this keeps small blocks from
@@ -109,11 +113,15 @@ type Entry struct {
 // BlockReader decodes key-group blocks, reusing its buffers between calls.
 // It is not safe for concurrent use.
 type BlockReader struct {
-	br     *bufio.Reader
-	sbr    *bufio.Reader
+	br     *bufio.Reader // compressed input of the snappy reader
 	snappy *SnappyReader
-	keyBuf []byte
-	valBuf []byte
+	// The window: block bytes win[wr:ww] are read but not yet consumed;
+	// r.pos is the block position of win[wr]. Entries alias it.
+	win    []byte
+	wr, ww int
+	src    io.Reader
+	srcPos int64 // bytes taken from src
+	hint   int64 // expected block length (0 = unknown): reads stop there
 	entry  Entry
 	decs   [2]binfmt.Decbuf
 
@@ -182,42 +190,6 @@ func (r *BlockReader) errFromDec(ctx string, err error) error {
 	return r.errAt(-1, fmt.Errorf("%s: %w", ctx, err))
 }
 
-func (r *BlockReader) read(n int, buf *[]byte) ([]byte, error) {
-	if n < 0 || n > maxEntryBytes {
-		return nil, r.errAt(r.pos, fmt.Errorf("%w: length %d out of range", binfmt.ErrCorrupt, n))
-	}
-	if !r.compress && int64(n) > r.size-r.off-r.pos {
-		return nil, r.errAt(r.pos, fmt.Errorf("%w: length %d exceeds the %d bytes left in the file", binfmt.ErrTruncated, n, r.size-r.off-r.pos))
-	}
-	rd := r.br
-	if r.compress {
-		rd = r.sbr
-	}
-	b := (*buf)[:0]
-	if b == nil {
-		b = []byte{} // empty values are empty, not absent
-	}
-	// Grow in bounded steps so a hostile length cannot force a large
-	// allocation before the data is actually there.
-	for len(b) < n {
-		step := min(n-len(b), readStep)
-		if cap(b)-len(b) < step {
-			nb := make([]byte, len(b), len(b)+step+len(b)/2)
-			copy(nb, b)
-			b = nb
-		}
-		k, err := io.ReadFull(rd, b[len(b):len(b)+step])
-		b = b[:len(b)+k]
-		if err != nil {
-			*buf = b
-			return nil, r.ioErr(r.pos+int64(len(b)), err)
-		}
-	}
-	*buf = b
-	r.pos += int64(n)
-	return b, nil
-}
-
 func (r *BlockReader) ioErr(pos int64, err error) error {
 	if err == io.EOF || err == io.ErrUnexpectedEOF {
 		err = fmt.Errorf("%w: block ends early", binfmt.ErrTruncated)
@@ -226,33 +198,118 @@ func (r *BlockReader) ioErr(pos int64, err error) error {
 }
 
 func (r *BlockReader) u16() (uint16, error) {
-	rd := r.br
-	if r.compress {
-		rd = r.sbr
-	}
-	b, err := rd.Peek(2)
-	if err != nil {
+	if err := r.fill(2); err != nil {
 		return 0, r.ioErr(r.pos, err)
 	}
-	v := binary.BigEndian.Uint16(b)
-	rd.Discard(2)
+	v := binary.BigEndian.Uint16(r.win[r.wr:])
+	r.wr += 2
 	r.pos += 2
 	return v, nil
 }
 
-func (r *BlockReader) i32() (int, error) {
-	rd := r.br
-	if r.compress {
-		rd = r.sbr
+// Window sizing: blocks are read with reads of up to blockWindow bytes
+// (fewer where the block is expected to end); the window grows only for an
+// entry larger than it, in steps backed by data actually read, and a grown
+// window is dropped after the read.
+const (
+	blockWindow   = 1 << 20
+	startWindow   = 64 << 10
+	minWindowRead = 4 << 10
+	keepWindow    = 4 * blockWindow
+)
+
+// fill makes at least n unread bytes available in the window (n is
+// bounded by the caller). It returns the source's error (io.EOF and
+// io.ErrUnexpectedEOF when the block ends first).
+func (r *BlockReader) fill(n int) error {
+	for r.ww-r.wr < n {
+		if r.ww == len(r.win) {
+			if len(r.win) < blockWindow {
+				// A long block: read it through the full window.
+				nb := make([]byte, blockWindow)
+				r.ww = copy(nb, r.win[r.wr:r.ww])
+				r.win, r.wr = nb, 0
+				continue
+			}
+			if r.wr > 0 {
+				// Slide the unread bytes to the front; entries handed out
+				// before are no longer in use.
+				r.ww = copy(r.win, r.win[r.wr:r.ww])
+				r.wr = 0
+				continue
+			}
+			// Full of unread data: grow, at most doubling what was read.
+			nc := max(2*len(r.win), blockWindow)
+			nb := make([]byte, min(nc, max(n, len(r.win)+blockWindow)))
+			r.ww = copy(nb, r.win[r.wr:r.ww])
+			r.win, r.wr = nb, 0
+		}
+		want := len(r.win) - r.ww
+		if r.hint > 0 {
+			// Do not read far past the expected end of the block.
+			left := int(min(max(r.hint-r.srcPos, 0), int64(want)))
+			want = min(want, max(left, n-(r.ww-r.wr), minWindowRead))
+		}
+		k, err := r.src.Read(r.win[r.ww : r.ww+want])
+		r.ww += k
+		r.srcPos += int64(k)
+		if r.ww-r.wr >= n {
+			return nil
+		}
+		if err != nil {
+			if err == io.EOF && k > 0 {
+				continue
+			}
+			return err
+		}
+		if k == 0 {
+			return io.ErrNoProgress
+		}
 	}
-	b, err := rd.Peek(4)
-	if err != nil {
-		return 0, r.ioErr(r.pos, err)
+	return nil
+}
+
+// checkLen bounds an entry length read at block position at.
+func (r *BlockReader) checkLen(n int, at int64) error {
+	if n < 0 || n > maxEntryBytes {
+		return r.errAt(at, fmt.Errorf("%w: length %d out of range", binfmt.ErrCorrupt, n))
 	}
-	v := int(int32(binary.BigEndian.Uint32(b)))
-	rd.Discard(4)
-	r.pos += 4
-	return v, nil
+	if !r.compress && int64(n) > r.size-r.off-at {
+		return r.errAt(at, fmt.Errorf("%w: length %d exceeds the %d bytes left in the file", binfmt.ErrTruncated, n, r.size-r.off-at))
+	}
+	return nil
+}
+
+// entryBytes frames the entry at the window start (key length, key, value
+// length, value), returns its key and value (aliasing the window) and
+// consumes it. Errors carry the block position where the data failed.
+func (r *BlockReader) entryBytes() (key, val []byte, err error) {
+	start := r.pos
+	if err := r.fill(4); err != nil {
+		return nil, nil, r.ioErr(start, err)
+	}
+	kl := int(int32(binary.BigEndian.Uint32(r.win[r.wr:])))
+	if err := r.checkLen(kl, start+4); err != nil {
+		return nil, nil, err
+	}
+	if err := r.fill(8 + kl); err != nil {
+		if r.ww-r.wr < 4+kl {
+			return nil, nil, r.ioErr(start+int64(r.ww-r.wr), err)
+		}
+		return nil, nil, r.ioErr(start+4+int64(kl), err)
+	}
+	vl := int(int32(binary.BigEndian.Uint32(r.win[r.wr+4+kl:])))
+	if err := r.checkLen(vl, start+8+int64(kl)); err != nil {
+		return nil, nil, err
+	}
+	n := 8 + kl + vl
+	if err := r.fill(n); err != nil {
+		return nil, nil, r.ioErr(start+int64(r.ww-r.wr), err)
+	}
+	b := r.win[r.wr : r.wr+n : r.wr+n]
+	r.wr += n
+	r.pos += int64(n)
+	return b[4 : 4+kl : 4+kl], b[8+kl:], nil
 }
 
 // reuseEvery is how many entries' values a recycled arena holds before it
@@ -372,20 +429,38 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 	}
 	r.size = limit
 	sec := io.NewSectionReader(src, off, limit-off)
-	if r.br == nil {
-		r.br = bufio.NewReaderSize(sec, blockBufferBytes)
-	} else {
-		r.br.Reset(sec)
+	r.src, r.srcPos, r.hint = sec, 0, 0
+	if o.End > 0 {
+		r.hint = o.End - off
+	} else if o.ExpectedEnd > off && o.ExpectedEnd <= size {
+		r.hint = o.ExpectedEnd - off
 	}
 	if r.compress {
+		if r.br == nil {
+			r.br = bufio.NewReaderSize(sec, blockBufferBytes)
+		} else {
+			r.br.Reset(sec)
+		}
 		if r.snappy == nil {
 			r.snappy = NewSnappyReader(r.br, off)
-			r.sbr = bufio.NewReaderSize(r.snappy, blockBufferBytes)
 		} else {
 			r.snappy.Reset(r.br, off)
-			r.sbr.Reset(r.snappy)
 		}
+		// The hint is in compressed bytes; the window reads decompressed
+		// ones.
+		r.src, r.hint = r.snappy, 0
 	}
+	if r.win == nil || len(r.win) > keepWindow {
+		// Start small (one-off readers of small blocks); fill grows the
+		// window to blockWindow for long blocks.
+		n := min(int64(startWindow), limit-off)
+		if r.hint > 0 {
+			n = min(n, r.hint)
+		}
+		r.win = make([]byte, max(n, 64))
+	}
+	r.wr, r.ww = 0, 0
+	defer func() { r.src = nil }()
 	prefix := KeyGroupPrefixBytes(o.MaxParallelism)
 	reuse := o.ReuseValues && o.Mode == ModeDecode && o.Arena == nil
 	r.useArena(reuse, o.Arena)
@@ -399,22 +474,11 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 		}
 		st := h.States[id]
 		entryPos := r.pos
-		kl, err := r.i32()
+		key, val, err := r.entryBytes()
 		if err != nil {
 			return err
 		}
-		key, err := r.read(kl, &r.keyBuf)
-		if err != nil {
-			return err
-		}
-		vl, err := r.i32()
-		if err != nil {
-			return err
-		}
-		val, err := r.read(vl, &r.valBuf)
-		if err != nil {
-			return err
-		}
+		kl := len(key)
 		if len(key) < prefix {
 			return r.errAt(entryPos, fmt.Errorf("%w: key of %d bytes is shorter than the key-group prefix", binfmt.ErrCorrupt, len(key)))
 		}
