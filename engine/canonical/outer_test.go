@@ -1,6 +1,7 @@
 package canonical
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
@@ -203,5 +205,163 @@ func TestOuterJoinRoundTrip(t *testing.T) {
 				t.Fatalf("import as multisets: %v", err)
 			}
 		})
+	}
+}
+
+// TestOuterTupleSnapshotMatchesFlink: the Tuple2<Integer, Integer>
+// serializer snapshot of outer join sides is byte for byte the one Flink
+// wrote for the window fixture's Tuple2<Integer, Integer> list elements
+// (same TupleSerializerSnapshot, same tuple class and field serializers).
+func TestOuterTupleSnapshotMatchesFlink(t *testing.T) {
+	sp := fixtureSavepoints(t)["flink1.20-hashmap-canonical-liststate-window-inline"]
+	if sp == nil {
+		t.Fatal("fixture missing")
+	}
+	want, err := flinkwrite.TupleSnapshot(engine.OuterTupleClass, flinkwrite.IntSnapshot, flinkwrite.IntSnapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wb, err := flinkwrite.AppendVersioned(nil, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := 0
+	for _, op := range sp.Meta.Operators {
+		p, err := planOperator(context.Background(), sp, op, ImportOptions{Multisets: map[string]bool{}}, &ImportResult{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p == nil {
+			continue
+		}
+		for _, f := range p.files {
+			for _, m := range f.header.States {
+				el := m.Element
+				if el == nil || el.Class != serde.ClassTuple || el.TupleClass != engine.OuterTupleClass {
+					continue
+				}
+				if !bytes.Equal(el.Raw, wb) {
+					t.Fatalf("%s state %q: Flink's Tuple2 snapshot\n% x\ngenerated\n% x", f.name, m.Name, el.Raw, wb)
+				}
+				found++
+			}
+		}
+	}
+	if found == 0 {
+		t.Fatal("no Tuple2 element serializer in the fixture")
+	}
+}
+
+// TestUniqueKeyOuterJoinRaw: Flink's outer join sides with unique keys
+// (ValueState<Tuple2<RowData, Integer>> when the join key contains the
+// unique key, MapState<uniqueKey, Tuple2<RowData, Integer>> otherwise) have
+// no join-record form in the engine; they import as value and map states
+// whose values are carried raw, and export back with the same rows,
+// association counts and TTL timestamps.
+func TestUniqueKeyOuterJoinRaw(t *testing.T) {
+	ctx := context.Background()
+	clock := engine.NewManualClock(testNow)
+	rowT := engine.RowType(leftRow...)
+	rowSnap, err := rowT.FlinkSnapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tup, err := flinkwrite.TupleSnapshot(engine.OuterTupleClass, rowSnap, flinkwrite.IntSnapshot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vb, err := flinkwrite.AppendVersioned(nil, tup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := engine.Type{Kind: engine.TypeRaw, Snapshot: flinkwrite.RawSnapshot{Versioned: vb}}
+	s := &engine.Schema{Key: engine.RowType(joinKey...), States: []engine.StateSchema{
+		{Name: "left-records", Kind: engine.KindValue, Namespace: engine.VoidType, Value: raw, TTL: joinTTL},
+		{Name: "right-records", Kind: engine.KindMap, Namespace: engine.VoidType, UserKey: engine.RowType(keygroups.TypeBigInt), Value: raw, TTL: joinTTL},
+	}}
+	const maxP, par = 128, 2
+	op := Operator{UID: "outer-unique", Parallelism: par, MaxParallelism: maxP}
+	var n int
+	for i := 0; i < par; i++ {
+		r := keygroups.RangeForSubtask(maxP, par, i)
+		lay := engine.Layout{MaxParallelism: maxP, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
+		be := openBackend(t, "heap", lay, s.Descs(), clock)
+		b := be.NewBatch()
+		for k := 0; k < 100; k++ {
+			key, _ := keygroups.BuildRow(joinKey, []any{int32(k)})
+			kg := keygroups.KeyGroupFor(keygroups.HashRow(key), maxP)
+			if !r.Contains(kg) {
+				continue
+			}
+			tuple := func(j int) []byte {
+				row, err := keygroups.BuildRow(leftRow, []any{int32(k), int64(j), fmt.Sprintf("row %d/%d", k, j)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				v := flinkwrite.AppendInt(nil, int32(len(row)))
+				v = append(v, row...)
+				return flinkwrite.AppendInt(v, int32((k+j)%3)) // association count
+			}
+			ts := flinkwrite.AppendLong(nil, testNow-int64(k))
+			b.Put(0, lay.Key(nil, kg, key, nil), append(append([]byte(nil), ts...), tuple(0)...))
+			n++
+			for j := 0; j < 1+k%3; j++ {
+				uk, _ := keygroups.BuildRow([]keygroups.FieldType{keygroups.TypeBigInt}, []any{int64(j)})
+				v := append(append([]byte(nil), ts...), 0) // not NULL
+				b.Put(1, append(lay.Key(nil, kg, key, nil), uk...), append(v, tuple(j)...))
+				n++
+			}
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+		op.Subtasks = append(op.Subtasks, Subtask{Index: i, Operator: engine.NewOperator(be, clock), Schema: s})
+	}
+	store, _ := s3.NewLocal(t.TempDir())
+	if _, _, err := Export(ctx, []Operator{op}, store, ExportOptions{Dir: "a", TempDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := savepoint.Open(ctx, store, "a/_metadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	err = a.WalkKeyed(ctx, savepoint.ScanOptions{KeyGroupTo: -1, Mode: keyed.ModeDecode}, func(e *savepoint.KeyedEntry) error {
+		tv, ok := e.Value.(*serde.TTLValue)
+		if !ok {
+			t.Fatalf("%s: value %#v", e.State.Name, e.Value)
+		}
+		tu, ok := tv.Value.(serde.Tuple)
+		if !ok || len(tu) != 2 {
+			t.Fatalf("%s: %#v", e.State.Name, tv.Value)
+		}
+		row, ok := tu[0].(*serde.Row)
+		k := e.Key.(*serde.Row).Fields[0].(int32)
+		if !ok || row.Fields[0] != k || tv.LastAccess != testNow-int64(k) || tu[1].(int32) != (k+int32(row.Fields[1].(int64)))%3 {
+			t.Fatalf("%s: key %d: %#v at %d", e.State.Name, k, tu, tv.LastAccess)
+		}
+		seen++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen != n || n < 100 {
+		t.Fatalf("read %d entries, wrote %d", seen, n)
+	}
+	res, err := Import(ctx, a, testFactory(t, "rocksdb", clock, nil), ImportOptions{Parallelism: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, st := range res.Operators[0].Subtasks[0].Schema.States {
+		if st.Value.Kind != engine.TypeRaw {
+			t.Fatalf("state %q imported with value type %s", st.Name, st.Value.Kind)
+		}
+	}
+	back := reexport(t, res, clock, store, "b")
+	res.Close()
+	if diff := mustDigest(t, a).Diff(mustDigest(t, back), 5); diff != nil {
+		t.Fatal(diff)
 	}
 }
