@@ -70,7 +70,10 @@ type ImportedSubtask struct {
 
 // ImportedOperator is one restored operator.
 type ImportedOperator struct {
-	ID                          savepoint.OperatorID
+	ID savepoint.OperatorID
+	// Name and UID as metadata V5+ records them ("" = absent or older
+	// version); pass them to Operator to keep them in a V5+ export.
+	Name, UID                   string
 	Parallelism, MaxParallelism int
 	Subtasks                    []ImportedSubtask
 }
@@ -171,7 +174,7 @@ func Import(ctx context.Context, sp *savepoint.Savepoint, factory BackendFactory
 			par = int(p.op.Parallelism)
 		}
 		maxP := int(p.op.MaxParallelism)
-		iop := ImportedOperator{ID: p.op.ID, Parallelism: par, MaxParallelism: maxP, Subtasks: make([]ImportedSubtask, par)}
+		iop := ImportedOperator{ID: p.op.ID, Name: p.op.Name, UID: p.op.UID, Parallelism: par, MaxParallelism: maxP, Subtasks: make([]ImportedSubtask, par)}
 		workers := max(1, min(o.Workers, par))
 		var (
 			mu       sync.Mutex // factory calls, opened, res.Stats, firstErr

@@ -7,6 +7,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/digest"
@@ -110,5 +111,41 @@ func TestExportMetadataVersions(t *testing.T) {
 	}
 	if objs, _ := store.List(ctx, ""); len(objs) != 0 {
 		t.Errorf("rejected exports wrote %d objects", len(objs))
+	}
+}
+
+// TestV5NameUIDSurviveImport: a V5 export's operator name and uid come
+// back with the import and go out again in the next V5 export.
+func TestV5NameUIDSurviveImport(t *testing.T) {
+	ctx := context.Background()
+	op, _ := genOperator(t, "heap", 128, 2, 100)
+	op.Name = "GroupAggregate[7]"
+	store, _ := s3.NewLocal(t.TempDir())
+	if _, _, err := Export(ctx, []Operator{op}, store, ExportOptions{Dir: "a", FlinkVersion: "2.0", TempDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := savepoint.Open(ctx, store, "a/_metadata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Import(ctx, a, testFactory(t, "heap", nil, nil), ImportOptions{Parallelism: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	iop := res.Operators[0]
+	if iop.Name != op.Name || iop.UID != op.UID {
+		t.Fatalf("imported name %q uid %q", iop.Name, iop.UID)
+	}
+	out := Operator{ID: iop.ID, UID: iop.UID, Name: iop.Name, Parallelism: iop.Parallelism, MaxParallelism: iop.MaxParallelism}
+	for _, st := range iop.Subtasks {
+		out.Subtasks = append(out.Subtasks, Subtask{Index: st.Index, Operator: engine.NewOperator(st.Backend, nil), Schema: st.Schema})
+	}
+	md, _, err := Export(ctx, []Operator{out}, store, ExportOptions{Dir: "b", FlinkVersion: "2.x", TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := md.Operators[0]; o.Name != op.Name || o.UID != op.UID || o.ID != a.Meta.Operators[0].ID {
+		t.Fatalf("re-exported %q %q %s", o.Name, o.UID, o.ID)
 	}
 }
