@@ -365,3 +365,54 @@ func TestUniqueKeyOuterJoinRaw(t *testing.T) {
 		t.Fatal(diff)
 	}
 }
+
+// TestOuterJoinEntryRejects: malformed outer join values (wrong size,
+// zero count, negative association count, NULL) fail with ErrConvert, as
+// do export-side counts outside Flink's Integer range.
+func TestOuterJoinEntryRejects(t *testing.T) {
+	d := recordstore.StateDesc(recordstore.LayoutRecord, 0)
+	s := engine.StateSchema{Name: d.Name, Kind: d.Kind, Namespace: engine.VoidType,
+		Join: &engine.JoinSides{Left: joinSides.Left, Right: joinSides.Right, LeftOuter: true}}
+	c, err := newJoinCodec(engine.RowType(joinKey...), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, _ := keygroups.BuildRow(joinKey, []any{int32(1)})
+	fkey := flinkwrite.AppendInt(nil, int32(len(key)))
+	fkey = append(fkey, key...)
+	row, _ := keygroups.BuildRow(leftRow, []any{int32(1), int64(2), "x"})
+	uk := flinkwrite.AppendInt(nil, int32(len(row)))
+	uk = append(uk, row...)
+	val := func(parts ...int32) []byte {
+		v := []byte{0}
+		for _, p := range parts {
+			v = flinkwrite.AppendInt(v, p)
+		}
+		return v
+	}
+	if _, vb, err := c.engineEntry(nil, nil, 1, 3, 0, fkey, []byte{0}, uk, val(2, 5)); err != nil {
+		t.Fatal(err)
+	} else if _, n, a, _, err := recordstore.DecodeRecordValue(vb); err != nil || n != 2 || a != 5 {
+		t.Fatalf("decoded count %d assoc %d: %v", n, a, err)
+	}
+	for name, v := range map[string][]byte{
+		"inner-sized": val(2), "zero count": val(0, 1), "negative assoc": val(1, -1),
+		"null": {1}, "long": append(val(1, 1), 0),
+	} {
+		if _, _, err := c.engineEntry(nil, nil, 1, 3, 0, fkey, []byte{0}, uk, v); !errors.Is(err, ErrConvert) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+	// The inner right side still takes a plain Integer.
+	if _, _, err := c.engineEntry(nil, nil, 1, 3, 1, fkey, []byte{0}, uk, val(1, 1)); !errors.Is(err, ErrConvert) {
+		t.Errorf("inner side with a tuple value: %v", err)
+	}
+	lc, _ := rowcodec.NewCodec(mustArrow(t, joinSides.Left))
+	payload, _ := lc.EncodeRow(nil, 0, []any{int32(1), int64(2), "x"})
+	for _, it := range []scanItem{{side: 0, count: 1, assoc: -1}, {side: 0, count: 1, assoc: 1 << 31}, {side: 0, count: 0}} {
+		it.stored, it.payload = key, payload[8:]
+		if _, _, err := c.flinkEntry(nil, nil, 3, 1, it); !errors.Is(err, ErrConvert) {
+			t.Errorf("export of count %d assoc %d: %v", it.count, it.assoc, err)
+		}
+	}
+}
