@@ -23,8 +23,7 @@ type kv struct {
 
 	rdb *grocksdb.DB
 	cf  *grocksdb.ColumnFamilyHandle
-	ro  *grocksdb.ReadOptions
-	it  *grocksdb.Iterator
+	cur *engine.PrefixCursor // the bundle's cursor (batched entry copies)
 
 	snapKeys [][]byte // heap / generic backends: sorted snapshot per bundle
 	snapVals [][]byte
@@ -58,27 +57,14 @@ func (k *kv) prefix(p []byte, fn func(key, val []byte) bool) error {
 		return k.be.Scan(k.st, p, prefixEnd(p), fn)
 	}
 	if k.rdb != nil {
-		if k.it == nil {
-			k.ro = grocksdb.NewDefaultReadOptions()
-			k.it = k.rdb.NewIteratorCF(k.ro, k.cf)
-		}
-		it := k.it
-		for it.Seek(p); it.Valid(); it.Next() {
-			ks := it.Key()
-			kb := ks.Data()
-			if !bytes.HasPrefix(kb, p) {
-				ks.Free()
-				break
+		if k.cur == nil {
+			c, err := engine.NewPrefixCursor(k.rdb, k.cf)
+			if err != nil {
+				return fmt.Errorf("recordstore: %w", err)
 			}
-			vs := it.Value()
-			cont := fn(kb, vs.Data())
-			ks.Free()
-			vs.Free()
-			if !cont {
-				break
-			}
+			k.cur = c
 		}
-		if err := it.Err(); err != nil {
+		if err := k.cur.Scan(p, fn); err != nil {
 			return fmt.Errorf("recordstore: prefix iteration: %w", err)
 		}
 		return nil
@@ -116,13 +102,9 @@ func (k *kv) prefixBounded(p []byte, fn func(key, val []byte) bool) error {
 
 // endBundle closes the cursor; the next bundle sees the committed writes.
 func (k *kv) endBundle() {
-	if k.it != nil {
-		k.it.Close()
-		k.it = nil
-	}
-	if k.ro != nil {
-		k.ro.Destroy()
-		k.ro = nil
+	if k.cur != nil {
+		k.cur.Close()
+		k.cur = nil
 	}
 	k.snapOK = false
 	k.snapKeys, k.snapVals = k.snapKeys[:0], k.snapVals[:0]
