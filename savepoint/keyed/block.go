@@ -534,36 +534,43 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 // capacity moves only the new bytes.
 func (e *Entry) CopyTo(dst *Entry, buf []byte) []byte {
 	*dst = *e
+	kl, vl := len(e.KeyBytes), len(e.ValueBytes)
 	start := len(buf)
 	buf = append(buf, e.KeyBytes...)
-	key := buf[start:len(buf):len(buf)]
-	sub := func(part []byte) []byte {
-		if part == nil {
-			return nil
-		}
-		// part is a subslice of e.KeyBytes: find its position.
-		if len(part) == 0 {
-			return key[:0:0]
-		}
-		if len(e.KeyBytes) == 0 {
-			return bytes.Clone(part)
-		}
-		off := int(uintptr(unsafe.Pointer(&part[0])) - uintptr(unsafe.Pointer(&e.KeyBytes[0])))
-		if off < 0 || off+len(part) > len(key) {
-			return bytes.Clone(part)
-		}
-		return key[off : off+len(part) : off+len(part)]
-	}
-	dst.KeyBytes = key
-	dst.KeyPart, dst.NamespaceBytes, dst.UserKeyBytes = sub(e.KeyPart), sub(e.NamespaceBytes), sub(e.UserKeyBytes)
-	vs := len(buf)
 	buf = append(buf, e.ValueBytes...)
-	dst.ValueBytes = buf[vs:len(buf):len(buf)]
+	key := buf[start : start+kl : start+kl]
+	dst.KeyBytes = key
+	dst.ValueBytes = buf[start+kl : start+kl+vl : start+kl+vl]
+	if kl > 0 {
+		base := uintptr(unsafe.Pointer(unsafe.SliceData(e.KeyBytes)))
+		dst.KeyPart = rebase(e.KeyPart, key, base)
+		dst.NamespaceBytes = rebase(e.NamespaceBytes, key, base)
+		dst.UserKeyBytes = rebase(e.UserKeyBytes, key, base)
+	} else {
+		dst.KeyPart, dst.NamespaceBytes, dst.UserKeyBytes = bytes.Clone(e.KeyPart), bytes.Clone(e.NamespaceBytes), bytes.Clone(e.UserKeyBytes)
+	}
 	if e.TTLTimestamp != nil {
 		dst.ttl = *e.TTLTimestamp
 		dst.TTLTimestamp = &dst.ttl
 	}
 	return buf
+}
+
+// rebase returns the slice of key at part's position within the original
+// key bytes that start at address base (part is a subslice of them; any
+// other part is cloned).
+func rebase(part, key []byte, base uintptr) []byte {
+	if part == nil {
+		return nil
+	}
+	if len(part) == 0 {
+		return key[:0:0]
+	}
+	off := uintptr(unsafe.Pointer(unsafe.SliceData(part))) - base
+	if off > uintptr(len(key)) || uintptr(len(part)) > uintptr(len(key))-off {
+		return bytes.Clone(part)
+	}
+	return key[off : int(off)+len(part) : int(off)+len(part)]
 }
 
 // interpret splits the key and decodes the parts of e. keyPos and valPos

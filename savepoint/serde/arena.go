@@ -134,23 +134,21 @@ type rowWith8 struct {
 	fields [8]Value
 }
 
+// row returns a row of arity fields; the caller must set every field (a
+// recycled row's fields hold old values).
 func (a *Arena) row(kind RowKind, arity int) *Row {
 	if a == nil || arity > 8 {
 		return newRow(kind, arity)
 	}
 	if arity <= 4 {
+		// A recycled row's fields still hold old values: the caller sets
+		// every field (nil for nulls).
 		x := a.rows4.next(a.reuse, arenaSlab)
-		if a.reuse {
-			x.fields = [4]Value{}
-		}
 		x.row.Kind = kind
 		x.row.Fields = x.fields[:arity:arity]
 		return &x.row
 	}
 	x := a.rows8.next(a.reuse, arenaSlab)
-	if a.reuse {
-		x.fields = [8]Value{}
-	}
 	x.row.Kind = kind
 	x.row.Fields = x.fields[:arity:arity]
 	return &x.row

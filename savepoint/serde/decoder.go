@@ -582,7 +582,8 @@ func (dc *decoder) decodeRow(b []byte, base int64, depth int, a *Arena) (*Row, e
 	for i := 0; i < arity; i++ {
 		bit := i + 8
 		if b[bit>>3]&(1<<(bit&7)) != 0 {
-			continue // null
+			r.Fields[i] = nil // null (a recycled row holds an old value)
+			continue
 		}
 		slotAt := w + 8*i
 		slot := binary.LittleEndian.Uint64(b[slotAt:])
