@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"unsafe"
@@ -33,6 +34,7 @@ type entry struct {
 	stored  bool   // the backend holds some value for the key (live or expired)
 	dirty   bool
 	before  bool   // a live value existed when the bundle first read the key
+	merge   bool   // list appends not read: val holds only the appended elements, merged at commit
 	key     string // the stored key (shares the working map's key string)
 }
 
@@ -289,6 +291,9 @@ func (b *Bundle) fill(s *State, e *entry, v []byte, found bool) error {
 	if !ok {
 		return fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
 	}
+	if s.desc.Kind == KindList {
+		return b.fillList(s, e, v, ts, p)
+	}
 	if !s.expired(ts, b.now) {
 		e.present, e.before = true, true
 		e.ts = ts
@@ -299,11 +304,58 @@ func (b *Bundle) fill(s *State, e *entry, v []byte, found bool) error {
 	return nil
 }
 
+// fillList sets a hydrated list entry: the live elements of the stored
+// value, in the state's own format (per-element for TTL states).
+func (b *Bundle) fillList(s *State, e *entry, v []byte, ts int64, p []byte) error {
+	if s.expired(ts, b.now) {
+		return nil
+	}
+	per := isPerElement(v)
+	if per == s.perElement() && (!per || !s.expired(b.oldestElem(p), b.now)) {
+		// Already in the state's format with every element live: as is.
+		e.present, e.before, e.ts = true, true, ts
+		off := len(b.slab)
+		b.slab = append(b.slab, p...)
+		e.val = b.slab[off:len(b.slab):len(b.slab)]
+		return nil
+	}
+	off := len(b.slab)
+	out, newest, n, err := s.normalizeList(b.slab, p, per, ts, b.now)
+	if err != nil {
+		b.slab = b.slab[:off]
+		return fmt.Errorf("engine: state %q: %w", s.desc.Name, err)
+	}
+	b.slab = out
+	if n == 0 {
+		b.slab = b.slab[:off]
+		return nil
+	}
+	e.present, e.before, e.ts = true, true, newest
+	e.val = b.slab[off:len(b.slab):len(b.slab)]
+	return nil
+}
+
+// oldestElem is the oldest element timestamp of a per-element payload
+// (MaxInt64 when malformed or empty: normalizeList then reports it).
+func (b *Bundle) oldestElem(p []byte) int64 {
+	oldest := int64(math.MaxInt64)
+	if err := listElems(p, true, 0, func(ts int64, _ []byte) bool {
+		oldest = min(oldest, ts)
+		return true
+	}); err != nil {
+		return math.MinInt64 // take the normalizing path, which reports it
+	}
+	return oldest
+}
+
 func (b *Bundle) lookup(s *State, key []byte) (*entry, error) {
 	if !b.active {
 		return nil, ErrNoBundle
 	}
 	if e, ok := b.entries[bkey{s.id, string(key)}]; ok {
+		if e.merge {
+			return e, b.resolveMerge(s, e)
+		}
 		if e.present && !e.dirty && s.expired(e.ts, b.now) {
 			e.present = false
 		}
@@ -320,11 +372,44 @@ func (b *Bundle) lookup(s *State, key []byte) (*entry, error) {
 	return e, derr
 }
 
-// Get returns the live payload of key, or ok=false.
+// resolveMerge turns a list entry holding unread appends into a full one:
+// it reads the stored list and puts the appends after its live elements.
+// The entry stays dirty (the commit writes the whole list).
+func (b *Bundle) resolveMerge(s *State, e *entry) error {
+	b.stats.PointReads++
+	pending := e.val
+	e.merge, e.present, e.val = false, false, nil
+	var derr error
+	if err := b.op.be.MultiGet(s.id, [][]byte{unsafe.Slice(unsafe.StringData(e.key), len(e.key))}, func(_ int, v []byte, found bool) {
+		derr = b.fill(s, e, v, found)
+	}); err != nil {
+		return err
+	}
+	if derr != nil {
+		return derr
+	}
+	e.before = e.present
+	off := len(b.slab)
+	b.slab = append(b.slab, e.val...)
+	b.slab = append(b.slab, pending...)
+	e.val = b.slab[off:len(b.slab):len(b.slab)]
+	e.present, e.ts = true, b.now
+	return nil
+}
+
+// Get returns the live payload of key, or ok=false. For a list state the
+// payload is the whole-list encoding of the live elements (see ListGet).
 func (b *Bundle) Get(s *State, key []byte) (payload []byte, ok bool, err error) {
 	e, err := b.lookup(s, key)
 	if err != nil || !e.present {
 		return nil, false, err
+	}
+	if s.perElement() {
+		off := len(b.slab)
+		if b.slab, err = publicList(b.slab, e.val); err != nil {
+			return nil, false, fmt.Errorf("engine: state %q: %w", s.desc.Name, err)
+		}
+		return b.slab[off:len(b.slab):len(b.slab)], true, nil
 	}
 	return e.val, true, nil
 }
@@ -348,16 +433,26 @@ func (b *Bundle) entryFor(s *State, key []byte) *entry {
 	return e
 }
 
-// Put sets key's payload (copied) and refreshes its timestamp.
+// Put sets key's payload (copied) and refreshes its timestamp. For a list
+// state the payload is the whole-list encoding of the elements (as
+// ListUpdate writes), each element then timestamped now.
 func (b *Bundle) Put(s *State, key, payload []byte) error {
 	if !b.active {
 		return ErrNoBundle
 	}
 	e := b.entryFor(s, key)
 	off := len(b.slab)
-	b.slab = append(b.slab, payload...)
+	if s.perElement() {
+		var err error
+		if b.slab, _, _, err = s.normalizeList(b.slab, payload, false, b.now, b.now); err != nil {
+			b.slab = b.slab[:off]
+			return fmt.Errorf("engine: state %q: %w", s.desc.Name, err)
+		}
+	} else {
+		b.slab = append(b.slab, payload...)
+	}
 	e.val = b.slab[off:len(b.slab):len(b.slab)]
-	e.present, e.ts = true, b.now
+	e.present, e.ts, e.merge = true, b.now, false
 	b.markDirty(s, e)
 	return nil
 }
@@ -379,26 +474,19 @@ func (b *Bundle) Delete(s *State, key []byte) error {
 		return ErrNoBundle
 	}
 	e := b.entryFor(s, key)
-	e.val, e.present = nil, false
+	e.val, e.present, e.merge = nil, false, false
 	b.markDirty(s, e)
 	return nil
 }
 
-// ---- list state: the payload is a sequence of uvarint-length-prefixed
-// elements; the list's timestamp is refreshed on every write.
+// ---- list state: see list.go for the stored formats. In the working map a
+// list entry holds its live elements in the state's format (per-element
+// for TTL states); an entry marked merge holds only elements appended
+// without a read, written at commit as one merge.
 
+// decodeList visits the elements of a whole-list payload.
 func decodeList(p []byte, fn func(elem []byte) bool) error {
-	for len(p) > 0 {
-		n, w := binary.Uvarint(p)
-		if w <= 0 || n > uint64(len(p)-w) {
-			return errors.New("engine: malformed list value")
-		}
-		if !fn(p[w : w+int(n)]) {
-			return nil
-		}
-		p = p[w+int(n):]
-	}
-	return nil
+	return listElems(p, false, 0, func(_ int64, el []byte) bool { return fn(el) })
 }
 
 // ListAdd appends elem to the list at key.
@@ -406,17 +494,39 @@ func (b *Bundle) ListAdd(s *State, key, elem []byte) error {
 	return b.ListAddAll(s, key, [][]byte{elem})
 }
 
-// ListAddAll appends elems to the list at key.
+// ListAddAll appends elems to the list at key, each timestamped now. An
+// append to a key the bundle has not read is a blind write: the elements go
+// to the store as one merge at commit, without reading the list.
 func (b *Bundle) ListAddAll(s *State, key []byte, elems [][]byte) error {
-	e, err := b.lookup(s, key)
-	if err != nil {
-		return err
+	if !b.active {
+		return ErrNoBundle
+	}
+	if len(elems) == 0 {
+		return nil
+	}
+	e, ok := b.entries[bkey{s.id, string(key)}]
+	switch {
+	case ok && e.merge:
+	case ok:
+		if e.present && !e.dirty && s.expired(e.ts, b.now) {
+			e.present = false
+		}
+	case b.canMerge():
+		e = b.newEntry()
+		e.key = string(key)
+		e.stored, e.merge = true, true
+		b.entries[bkey{s.id, e.key}] = e
+	default:
+		var err error
+		if e, err = b.lookup(s, key); err != nil {
+			return err
+		}
 	}
 	// The new list goes to the slab. When the old one is the slab's tail
 	// (the key appended to last), the elements extend it in place;
 	// otherwise it is copied first.
 	off := len(b.slab)
-	if !e.present {
+	if !e.present && !e.merge {
 		e.val = nil
 	}
 	if n := len(e.val); n > 0 && n <= off && &b.slab[off-n] == &e.val[0] {
@@ -424,12 +534,28 @@ func (b *Bundle) ListAddAll(s *State, key []byte, elems [][]byte) error {
 	} else {
 		b.slab = append(b.slab, e.val...)
 	}
+	per := s.perElement()
 	for _, el := range elems {
-		b.slab = appendLenBytes(b.slab, el)
+		b.slab = appendListElem(b.slab, per, b.now, el)
 	}
 	e.val, e.present, e.ts = b.slab[off:len(b.slab):len(b.slab)], true, b.now
 	b.markDirty(s, e)
 	return nil
+}
+
+// canMerge reports whether the backend's batches take merges (both built-in
+// backends do; a wrapping backend may not, and appends then read first).
+func (b *Bundle) canMerge() bool {
+	if b.batch == nil {
+		b.batch = b.op.be.NewBatch()
+	}
+	_, ok := b.batch.(merger)
+	return ok
+}
+
+// merger is implemented by batches that take list merges (see list.go).
+type merger interface {
+	Merge(st int, key, val []byte)
 }
 
 // ListUpdate replaces the list at key; an empty elems deletes it.
@@ -437,20 +563,33 @@ func (b *Bundle) ListUpdate(s *State, key []byte, elems [][]byte) error {
 	if len(elems) == 0 {
 		return b.Delete(s, key)
 	}
-	var v []byte
-	for _, el := range elems {
-		v = appendLenBytes(v, el)
+	if !b.active {
+		return ErrNoBundle
 	}
-	return b.Put(s, key, v)
+	e := b.entryFor(s, key)
+	off := len(b.slab)
+	per := s.perElement()
+	for _, el := range elems {
+		b.slab = appendListElem(b.slab, per, b.now, el)
+	}
+	e.val = b.slab[off:len(b.slab):len(b.slab)]
+	e.present, e.ts, e.merge = true, b.now, false
+	b.markDirty(s, e)
+	return nil
 }
 
-// ListGet visits the list's elements in order until fn returns false.
+// ListGet visits the list's live elements in order until fn returns false.
 func (b *Bundle) ListGet(s *State, key []byte, fn func(elem []byte) bool) error {
-	p, ok, err := b.Get(s, key)
-	if err != nil || !ok {
+	e, err := b.lookup(s, key)
+	if err != nil || !e.present {
 		return err
 	}
-	return decodeList(p, fn)
+	if err := listElems(e.val, s.perElement(), 0, func(ts int64, el []byte) bool {
+		return s.expired(ts, b.now) || fn(el)
+	}); err != nil {
+		return fmt.Errorf("engine: state %q: %w", s.desc.Name, err)
+	}
+	return nil
 }
 
 // ---- multiset state: value -> count, count stored as 8-byte big-endian.
@@ -512,6 +651,13 @@ func (b *Bundle) Iterate(s *State, prefix []byte, fn func(userKey, payload []byt
 		k string
 		v []byte
 	}
+	for k, e := range b.entries {
+		if k.st == s.id && e.merge && bytes.HasPrefix([]byte(k.k), prefix) {
+			if err := b.resolveMerge(s, e); err != nil {
+				return err
+			}
+		}
+	}
 	merged := map[string][]byte{}
 	upper := prefixEnd(prefix)
 	var derr error
@@ -519,12 +665,12 @@ func (b *Bundle) Iterate(s *State, prefix []byte, fn func(userKey, payload []byt
 		if _, ok := b.entries[bkey{s.id, string(k)}]; ok {
 			return true // the working map decides
 		}
-		ts, p, ok := splitValue(v)
-		if !ok {
-			derr = fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
+		_, p, _, live, err := s.livePayload(nil, v, b.now)
+		if err != nil {
+			derr = err
 			return false
 		}
-		if !s.expired(ts, b.now) {
+		if live {
 			merged[string(k)] = append([]byte{}, p...)
 		}
 		return true
@@ -542,7 +688,14 @@ func (b *Bundle) Iterate(s *State, prefix []byte, fn func(userKey, payload []byt
 		if !e.dirty && s.expired(e.ts, b.now) {
 			continue
 		}
-		merged[k.k] = e.val
+		v := e.val
+		if s.perElement() {
+			var err error
+			if v, err = publicList(nil, v); err != nil {
+				return fmt.Errorf("engine: state %q: %w", s.desc.Name, err)
+			}
+		}
+		merged[k.k] = v
 	}
 	out := make([]kv, 0, len(merged))
 	for k, v := range merged {
@@ -559,13 +712,15 @@ func (b *Bundle) Iterate(s *State, prefix []byte, fn func(userKey, payload []byt
 
 func (b *Bundle) scanLive(s *State, prefix []byte, fn func(userKey, payload []byte) bool) error {
 	var derr error
+	var buf []byte
 	err := b.op.be.Scan(s.id, prefix, prefixEnd(prefix), func(k, v []byte) bool {
-		ts, p, ok := splitValue(v)
-		if !ok {
-			derr = fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
+		_, p, nb, live, err := s.livePayload(buf[:0], v, b.now)
+		buf = nb
+		if err != nil {
+			derr = err
 			return false
 		}
-		if s.expired(ts, b.now) {
+		if !live {
 			return true
 		}
 		return fn(k[len(prefix):], p)
@@ -621,10 +776,19 @@ func (b *Bundle) Commit() error {
 		e := d.e
 		// The batch copies the key: no need to copy it out of the string.
 		key := unsafe.Slice(unsafe.StringData(d.k.k), len(d.k.k))
-		if e.present {
+		switch {
+		case e.merge:
+			s := b.op.states[d.k.st]
+			b.keyBuf = binary.BigEndian.AppendUint64(b.keyBuf[:0], listPrefix(s.perElement(), e.ts))
+			b.keyBuf = append(b.keyBuf, e.val...)
+			b.batch.(merger).Merge(d.k.st, key, b.keyBuf)
+		case e.present:
 			b.keyBuf = appendValue(b.keyBuf[:0], e.ts, e.val)
+			if b.op.states[d.k.st].perElement() {
+				b.keyBuf[0] |= 0x80
+			}
 			b.batch.Put(d.k.st, key, b.keyBuf)
-		} else {
+		default:
 			b.batch.Delete(d.k.st, key)
 		}
 		writes++

@@ -61,3 +61,45 @@ func threadCPU() time.Duration { return time.Duration(C.sfs_thread_cpu_ns()) }
 func newNativeTTLFilter(ttlMillis int64, clock *Clock) *C.rocksdb_compactionfilter_t {
 	return C.sfs_ttl_filter_new(C.int64_t(ttlMillis), clock.c)
 }
+
+// newNativeListTTLFilter creates the native list TTL compaction filter.
+func newNativeListTTLFilter(ttlMillis int64, clock *Clock) *C.rocksdb_compactionfilter_t {
+	return C.sfs_list_ttl_filter_new(C.int64_t(ttlMillis), clock.c)
+}
+
+// setListMergeOperator gives opts the native list merge operator (owned by
+// the options from then on).
+func setListMergeOperator(o *grocksdb.Options) {
+	C.rocksdb_options_set_merge_operator(nativeOptions(o), C.sfs_list_merge_operator_new())
+}
+
+// listElemsDropped counts the list elements the native list filters dropped.
+func listElemsDropped() int64 { return int64(C.sfs_list_elems_dropped()) }
+
+// nativeListMerge runs the native merge operator's core on vals (for tests
+// comparing it with mergeListValues); ok is false when it refuses them.
+func nativeListMerge(vals [][]byte) (out []byte, ok bool) {
+	n := len(vals)
+	ptrs := C.malloc(C.size_t(n+1) * C.size_t(unsafe.Sizeof(uintptr(0))))
+	lens := C.malloc(C.size_t(n+1) * C.size_t(unsafe.Sizeof(C.size_t(0))))
+	defer C.free(ptrs)
+	defer C.free(lens)
+	ps := unsafe.Slice((**C.char)(ptrs), n+1)
+	ls := unsafe.Slice((*C.size_t)(lens), n+1)
+	for i, v := range vals {
+		ps[i] = (*C.char)(C.CBytes(append(v, 0)))
+		ls[i] = C.size_t(len(v))
+	}
+	defer func() {
+		for i := range vals {
+			C.free(unsafe.Pointer(ps[i]))
+		}
+	}()
+	var outLen C.size_t
+	r := C.sfs_list_merge((**C.char)(ptrs), (*C.size_t)(lens), C.int(n), &outLen)
+	if r == nil {
+		return nil, false
+	}
+	defer C.free(unsafe.Pointer(r))
+	return C.GoBytes(unsafe.Pointer(r), C.int(outLen)), true
+}

@@ -19,7 +19,7 @@
 // ordered by user-key bytes. Every stored value starts with an 8-byte
 // big-endian last-access timestamp (milliseconds), followed by the payload:
 // opaque bytes for values and map entries (the row codec's compact rows),
-// uvarint-length-prefixed elements for lists, an 8-byte big-endian count for
+// the elements for lists (see Lists), an 8-byte big-endian count for
 // multisets.
 //
 // # TTL
@@ -31,7 +31,26 @@
 // off when that is nil, so a backend opened by a tool with another notion of
 // "now" never loses entries its operator still considers live. Pass the
 // Operator's clock (SystemClock in production, a manual Clock in tests and
-// tools). A list's TTL applies to the whole list.
+// tools).
+//
+// # Lists
+//
+// A list's TTL applies per element, as Flink's: lists of TTL states are
+// stored per-element (bit 63 of the value prefix set; the rest of the
+// prefix is the newest element's time; each element is an 8-byte
+// big-endian last-access time, uvarint length, bytes), lists of other
+// states whole-list (uvarint length, bytes per element). Appends need no
+// read: a bundle appending to a key it has not read writes one RocksDB
+// merge per key, and the native "sfstate.list" merge operator concatenates
+// (the heap backend applies the same merge at commit). Reads skip expired
+// elements; the native list compaction filter drops a list whose newest
+// element expired and rewrites a per-element list without its expired
+// elements (it sees merged values, so blind appends are filtered from the
+// compaction after the one that merged them). A whole-list value in a TTL
+// state, as an import writes it, reads as elements timestamped with the
+// value. Outside the bundle internals every list payload (Get, Put,
+// State.Get, State.MultiGet, ScanKeyGroups) is the whole-list encoding of
+// the live elements; ScanKeyGroups reports the newest live element's time.
 //
 // # Write path
 //

@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"sort"
 	"sync"
 )
@@ -127,10 +128,16 @@ func (h *heapBackend) Close() error {
 }
 
 type heapOp struct {
+	st    int
+	del   bool
+	merge bool
+	key   string
+	val   []byte
+}
+
+type heapKey struct {
 	st  int
-	del bool
 	key string
-	val []byte
 }
 
 type heapBatch struct {
@@ -142,6 +149,12 @@ func (h *heapBackend) NewBatch() Batch { return &heapBatch{h: h} }
 
 func (b *heapBatch) Put(st int, key, val []byte) {
 	b.ops = append(b.ops, heapOp{st: st, key: string(key), val: append([]byte(nil), val...)})
+}
+
+// Merge queues a list merge, applied at commit with mergeListValues (the
+// same concatenation as the RocksDB merge operator).
+func (b *heapBatch) Merge(st int, key, val []byte) {
+	b.ops = append(b.ops, heapOp{st: st, merge: true, key: string(key), val: append([]byte(nil), val...)})
 }
 
 func (b *heapBatch) Delete(st int, key []byte) {
@@ -163,11 +176,44 @@ func (b *heapBatch) Commit() error {
 			return ErrUnknownState
 		}
 	}
+	// Ops apply in order to a staged view first: a malformed stored list
+	// fails the merge and the whole batch, and nothing is half-applied.
+	type staged struct {
+		val []byte
+		del bool
+	}
+	stage := make(map[heapKey]staged, len(b.ops))
 	for _, op := range b.ops {
-		if op.del {
-			delete(h.data[op.st], op.key)
+		k := heapKey{op.st, op.key}
+		switch {
+		case op.del:
+			stage[k] = staged{del: true}
+		case !op.merge:
+			stage[k] = staged{val: op.val}
+		default:
+			cur, ok := stage[k]
+			if !ok {
+				cur.val, ok = h.data[op.st][op.key]
+				cur.del = !ok
+			}
+			var merged []byte
+			var err error
+			if cur.del {
+				merged, err = mergeListValues(nil, op.val)
+			} else {
+				merged, err = mergeListValues(nil, cur.val, op.val)
+			}
+			if err != nil {
+				return fmt.Errorf("engine: list merge on state %q: %w", h.states[op.st].Name, err)
+			}
+			stage[k] = staged{val: merged}
+		}
+	}
+	for k, v := range stage {
+		if v.del {
+			delete(h.data[k.st], k.key)
 		} else {
-			h.data[op.st][op.key] = op.val
+			h.data[k.st][k.key] = v.val
 		}
 	}
 	return nil

@@ -76,7 +76,7 @@ func TestSlotOptionsApplied(t *testing.T) {
 	}
 	o := RocksOptions{Slot: slot, WriteBufferSize: 64 << 20}
 	o.defaults()
-	opts, err := columnFamilyOptions(o, 0, slot.native, nil)
+	opts, err := columnFamilyOptions(o, 0, 0, slot.native, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

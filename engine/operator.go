@@ -133,12 +133,13 @@ func (s *State) expired(ts, now int64) bool {
 	return ts+s.ttlMs <= now
 }
 
-// splitValue reads a stored value's timestamp and payload.
+// splitValue reads a stored value's timestamp and payload (the list
+// format flag, bit 63, masked off).
 func splitValue(v []byte) (ts int64, payload []byte, ok bool) {
 	if len(v) < TTLPrefix {
 		return 0, nil, false
 	}
-	return int64(binary.BigEndian.Uint64(v)), v[TTLPrefix:], true
+	return int64(binary.BigEndian.Uint64(v) &^ listFlag), v[TTLPrefix:], true
 }
 
 func appendValue(dst []byte, ts int64, payload []byte) []byte {
@@ -155,15 +156,10 @@ func (s *State) Get(key []byte) (payload []byte, ok bool, err error) {
 		if !found {
 			return
 		}
-		ts, p, good := splitValue(v)
-		if !good {
-			derr = fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
-			return
+		var p []byte
+		if _, p, _, ok, derr = s.livePayload(nil, v, now); ok {
+			payload = append([]byte{}, p...)
 		}
-		if s.expired(ts, now) {
-			return
-		}
-		payload, ok = append([]byte{}, p...), true
 	})
 	if err == nil {
 		err = derr
@@ -181,13 +177,15 @@ func (s *State) ScanKeyGroups(start, end int, fn func(key []byte, ts int64, payl
 	lower, upper := s.op.layout.RangeBounds(start, end)
 	now := s.op.clock.Now()
 	var derr error
+	var buf []byte
 	err := s.op.be.Scan(s.id, lower, upper, func(k, v []byte) bool {
-		ts, p, ok := splitValue(v)
-		if !ok {
-			derr = fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
+		ts, p, b, live, err := s.livePayload(buf[:0], v, now)
+		buf = b
+		if err != nil {
+			derr = err
 			return false
 		}
-		if s.expired(ts, now) {
+		if !live {
 			return true
 		}
 		return fn(k, ts, p)
@@ -238,20 +236,22 @@ func (op *Operator) Flush() error { return op.be.Flush() }
 func (s *State) MultiGet(keys [][]byte, fn func(i int, ts int64, payload []byte, ok bool)) error {
 	now := s.op.clock.Now()
 	var derr error
+	var buf []byte
 	err := s.op.be.MultiGet(s.id, keys, func(i int, v []byte, found bool) {
 		if !found {
 			fn(i, 0, nil, false)
 			return
 		}
-		ts, p, good := splitValue(v)
-		if !good {
+		ts, p, b, live, err := s.livePayload(buf[:0], v, now)
+		buf = b
+		if err != nil {
 			if derr == nil {
-				derr = fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
+				derr = err
 			}
 			fn(i, 0, nil, false)
 			return
 		}
-		if s.expired(ts, now) {
+		if !live {
 			fn(i, 0, nil, false)
 			return
 		}

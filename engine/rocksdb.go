@@ -80,7 +80,9 @@ type rocksBackend struct {
 // ColumnFamilyOptions builds the options every state's column family (and
 // the per-record baseline) uses. The returned options own native memory:
 // Destroy them after the DB that uses them is closed.
-func columnFamilyOptions(o RocksOptions, ttlMillis int64, slot *C.sfs_slot_memory_t, private *grocksdb.BlockBasedTableOptions) (*grocksdb.Options, error) {
+// Options of a list state (kind KindList) also get the native list merge
+// operator, and its TTL filter drops expired elements (see list.go).
+func columnFamilyOptions(o RocksOptions, kind Kind, ttlMillis int64, slot *C.sfs_slot_memory_t, private *grocksdb.BlockBasedTableOptions) (*grocksdb.Options, error) {
 	opts := grocksdb.NewDefaultOptions()
 	opts.SetCreateIfMissing(true)
 	opts.SetCreateIfMissingColumnFamilies(true)
@@ -103,8 +105,14 @@ func columnFamilyOptions(o RocksOptions, ttlMillis int64, slot *C.sfs_slot_memor
 	} else if private != nil {
 		opts.SetBlockBasedTableFactory(private)
 	}
+	if kind == KindList {
+		setListMergeOperator(opts)
+	}
 	if ttlMillis > 0 && o.Clock != nil {
 		f := newNativeTTLFilter(ttlMillis, o.Clock)
+		if kind == KindList {
+			f = newNativeListTTLFilter(ttlMillis, o.Clock)
+		}
 		if f == nil {
 			opts.Destroy()
 			return nil, errors.New("engine: cannot create the TTL compaction filter")
@@ -161,7 +169,7 @@ func openRocks(dir string, layout Layout, states []StateDesc, ro RocksOptions, k
 }
 
 func (b *rocksBackend) open(keyGroupFiles bool) error {
-	base, err := columnFamilyOptions(b.ropts, 0, b.slotNat, b.bbto)
+	base, err := columnFamilyOptions(b.ropts, 0, 0, b.slotNat, b.bbto)
 	if err != nil {
 		return err
 	}
@@ -169,7 +177,7 @@ func (b *rocksBackend) open(keyGroupFiles bool) error {
 	names := []string{"default"}
 	cfOpts := []*grocksdb.Options{base}
 	for _, s := range b.states {
-		o, err := columnFamilyOptions(b.ropts, s.TTL.Milliseconds(), b.slotNat, b.bbto)
+		o, err := columnFamilyOptions(b.ropts, s.Kind, s.TTL.Milliseconds(), b.slotNat, b.bbto)
 		if err != nil {
 			return err
 		}
@@ -521,6 +529,17 @@ func (b *rocksBackend) NewBatch() Batch {
 
 func (w *rocksBatch) Put(st int, key, val []byte) {
 	w.ops = append(w.ops, 0)
+	w.states = append(w.states, C.uint16_t(st))
+	w.keys = append(w.keys, key...)
+	w.klens = append(w.klens, C.size_t(len(key)))
+	w.vals = append(w.vals, val...)
+	w.vlens = append(w.vlens, C.size_t(len(val)))
+}
+
+// Merge queues a list merge (the state's family has the list merge
+// operator).
+func (w *rocksBatch) Merge(st int, key, val []byte) {
+	w.ops = append(w.ops, 2)
 	w.states = append(w.states, C.uint16_t(st))
 	w.keys = append(w.keys, key...)
 	w.klens = append(w.klens, C.size_t(len(key)))

@@ -165,6 +165,10 @@ char* sfs_write_packed(rocksdb_t* db, const rocksdb_writeoptions_t* wo,
       rocksdb_writebatch_put_cf(wb, cf, keybuf + ko, keylens[i], valbuf + vo,
                                 vallens[i]);
       vo += vallens[i];
+    } else if (ops[i] == 2) {
+      rocksdb_writebatch_merge_cf(wb, cf, keybuf + ko, keylens[i],
+                                  valbuf + vo, vallens[i]);
+      vo += vallens[i];
     } else {
       rocksdb_writebatch_delete_cf(wb, cf, keybuf + ko, keylens[i]);
     }
@@ -174,4 +178,269 @@ char* sfs_write_packed(rocksdb_t* db, const rocksdb_writeoptions_t* wo,
   rocksdb_write(db, wo, wb, &err);
   rocksdb_writebatch_clear(wb);
   return err;
+}
+
+// ---- list values: TTL-aware merge operator and compaction filter -----------
+//
+// A list value is an 8-byte big-endian prefix followed by the elements. With
+// bit 63 of the prefix clear (whole-list format) the prefix is the list's
+// last-access time and each element is uvarint(len) bytes. With bit 63 set
+// (per-element format) the rest of the prefix is the newest element's time
+// and each element is an 8-byte big-endian last-access time, uvarint(len),
+// bytes. Merging concatenates; the result is per-element as soon as one
+// input is, whole-list elements then taking their value's time.
+
+#define SFS_LIST_FLAG ((uint64_t)1 << 63)
+
+static uint64_t load_be64(const unsigned char* p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+  return v;
+}
+
+static void store_be64(unsigned char* p, uint64_t v) {
+  for (int i = 7; i >= 0; i--) {
+    p[i] = (unsigned char)v;
+    v >>= 8;
+  }
+}
+
+// Reads a uvarint of at most 10 bytes; returns its width or 0 when malformed.
+static size_t read_uvarint(const unsigned char* p, size_t n, uint64_t* out) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < n && i < 10; i++) {
+    v |= (uint64_t)(p[i] & 0x7f) << (7 * i);
+    if (p[i] < 0x80) {
+      *out = v;
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+// Checks a list payload and returns its element count, or -1 when malformed.
+static long list_elements(const unsigned char* p, size_t n, int per_elem) {
+  long count = 0;
+  while (n > 0) {
+    if (per_elem) {
+      if (n < 8) return -1;
+      p += 8;
+      n -= 8;
+    }
+    uint64_t len = 0;
+    size_t w = read_uvarint(p, n, &len);
+    if (w == 0 || len > n - w) return -1;
+    p += w + len;
+    n -= w + len;
+    count++;
+  }
+  return count;
+}
+
+// sfs_list_merge merges n list values (whole-list or per-element format) in
+// order into one malloc'ed value; NULL when an input is malformed.
+char* sfs_list_merge(const char* const* vals, const size_t* lens, int n,
+                     size_t* out_len) {
+  int per_elem = 0;
+  uint64_t newest = 0;
+  size_t size = 8;
+  for (int i = 0; i < n; i++) {
+    if (lens[i] < 8) return NULL;
+    uint64_t pre = load_be64((const unsigned char*)vals[i]);
+    if (pre & SFS_LIST_FLAG) per_elem = 1;
+  }
+  for (int i = 0; i < n; i++) {
+    const unsigned char* v = (const unsigned char*)vals[i];
+    uint64_t pre = load_be64(v);
+    int pe = (pre & SFS_LIST_FLAG) != 0;
+    uint64_t ts = pre & ~SFS_LIST_FLAG;
+    if (i == 0 || ts > newest) newest = ts;
+    long count = list_elements(v + 8, lens[i] - 8, pe);
+    if (count < 0) return NULL;
+    size += lens[i] - 8;
+    if (per_elem && !pe) size += 8 * (size_t)count;
+  }
+  unsigned char* out = (unsigned char*)malloc(size > 0 ? size : 1);
+  if (out == NULL) return NULL;
+  store_be64(out, newest | (per_elem ? SFS_LIST_FLAG : 0));
+  size_t at = 8;
+  for (int i = 0; i < n; i++) {
+    const unsigned char* v = (const unsigned char*)vals[i];
+    uint64_t pre = load_be64(v);
+    const unsigned char* p = v + 8;
+    size_t left = lens[i] - 8;
+    if (!per_elem || (pre & SFS_LIST_FLAG)) {
+      memcpy(out + at, p, left);
+      at += left;
+      continue;
+    }
+    // whole-list elements into the per-element format
+    while (left > 0) {
+      uint64_t len = 0;
+      size_t w = read_uvarint(p, left, &len);
+      store_be64(out + at, pre);
+      at += 8;
+      memcpy(out + at, p, w + len);
+      at += w + len;
+      p += w + len;
+      left -= w + len;
+    }
+  }
+  *out_len = at;
+  return (char*)out;
+}
+
+static char* list_full_merge(void* s, const char* key, size_t key_length,
+                             const char* existing, size_t existing_length,
+                             const char* const* ops, const size_t* op_lens,
+                             int n, unsigned char* success, size_t* out_len) {
+  (void)s;
+  (void)key;
+  (void)key_length;
+  const char* stack_vals[16];
+  size_t stack_lens[16];
+  const char** vals = stack_vals;
+  size_t* lens = stack_lens;
+  int total = n + (existing != NULL ? 1 : 0);
+  if (total > 16) {
+    vals = (const char**)malloc(sizeof(char*) * (size_t)total);
+    lens = (size_t*)malloc(sizeof(size_t) * (size_t)total);
+    if (vals == NULL || lens == NULL) {
+      free(vals);
+      free(lens);
+      *success = 0;
+      return NULL;
+    }
+  }
+  int k = 0;
+  if (existing != NULL) {
+    vals[k] = existing;
+    lens[k++] = existing_length;
+  }
+  for (int i = 0; i < n; i++) {
+    vals[k] = ops[i];
+    lens[k++] = op_lens[i];
+  }
+  char* out = sfs_list_merge(vals, lens, total, out_len);
+  if (vals != stack_vals) {
+    free(vals);
+    free(lens);
+  }
+  *success = out != NULL;
+  return out;
+}
+
+static char* list_partial_merge(void* s, const char* key, size_t key_length,
+                                const char* const* ops, const size_t* op_lens,
+                                int n, unsigned char* success,
+                                size_t* out_len) {
+  return list_full_merge(s, key, key_length, NULL, 0, ops, op_lens, n, success,
+                         out_len);
+}
+
+static void list_delete_value(void* s, const char* v, size_t n) {
+  (void)s;
+  (void)n;
+  free((void*)v);
+}
+
+static void list_merge_destroy(void* s) { (void)s; }
+
+static const char* list_merge_name(void* s) {
+  (void)s;
+  return "sfstate.list";
+}
+
+rocksdb_mergeoperator_t* sfs_list_merge_operator_new(void) {
+  return rocksdb_mergeoperator_create(NULL, list_merge_destroy,
+                                      list_full_merge, list_partial_merge,
+                                      list_delete_value, list_merge_name);
+}
+
+static int64_t list_elems_dropped = 0;
+
+// The filter's rewritten value lives in a per-thread buffer: the C API
+// copies it right after the call and never frees it.
+static __thread unsigned char* list_buf = NULL;
+static __thread size_t list_cap = 0;
+
+static unsigned char list_filter(void* s, int level, const char* key,
+                                 size_t key_length, const char* value,
+                                 size_t value_length, char** new_value,
+                                 size_t* new_value_length,
+                                 unsigned char* value_changed) {
+  (void)level;
+  (void)key;
+  (void)key_length;
+  *value_changed = 0;
+  const ttl_state* st = (const ttl_state*)s;
+  if (value_length < 8) return 0;
+  const unsigned char* v = (const unsigned char*)value;
+  uint64_t pre = load_be64(v);
+  int64_t now = sfs_clock_now(st->clock);
+  int64_t newest = (int64_t)(pre & ~SFS_LIST_FLAG);
+  if (newest > INT64_MAX - st->ttl_ms) return 0;
+  if (newest + st->ttl_ms <= now) {
+    __atomic_add_fetch(&ttl_dropped, 1, __ATOMIC_RELAXED);
+    return 1;  // every element is at least this old
+  }
+  if (!(pre & SFS_LIST_FLAG)) return 0;
+  // Per-element: keep the live elements only.
+  if (list_elements(v + 8, value_length - 8, 1) < 0) return 0;
+  const unsigned char* p = v + 8;
+  size_t left = value_length - 8;
+  size_t at = 8;
+  int64_t keep_newest = INT64_MIN;
+  long dropped = 0;
+  if (list_cap < value_length) {
+    unsigned char* nb = (unsigned char*)realloc(list_buf, value_length);
+    if (nb == NULL) return 0;
+    list_buf = nb;
+    list_cap = value_length;
+  }
+  while (left > 0) {
+    int64_t ts = (int64_t)load_be64(p);
+    uint64_t len = 0;
+    size_t w = read_uvarint(p + 8, left - 8, &len);
+    size_t el = 8 + w + len;
+    if (ts <= INT64_MAX - st->ttl_ms && ts + st->ttl_ms <= now) {
+      dropped++;
+    } else {
+      memcpy(list_buf + at, p, el);
+      at += el;
+      if (ts > keep_newest) keep_newest = ts;
+    }
+    p += el;
+    left -= el;
+  }
+  if (dropped == 0) return 0;
+  __atomic_add_fetch(&list_elems_dropped, dropped, __ATOMIC_RELAXED);
+  if (at == 8) {
+    __atomic_add_fetch(&ttl_dropped, 1, __ATOMIC_RELAXED);
+    return 1;
+  }
+  store_be64(list_buf, (uint64_t)keep_newest | SFS_LIST_FLAG);
+  *new_value = (char*)list_buf;
+  *new_value_length = at;
+  *value_changed = 1;
+  return 0;
+}
+
+static const char* list_filter_name(void* s) {
+  (void)s;
+  return "sfstate.list-ttl";
+}
+
+rocksdb_compactionfilter_t* sfs_list_ttl_filter_new(int64_t ttl_ms,
+                                                    const sfs_clock_t* clock) {
+  ttl_state* st = (ttl_state*)malloc(sizeof(ttl_state));
+  if (st == NULL) return NULL;
+  st->ttl_ms = ttl_ms;
+  st->clock = clock;
+  return rocksdb_compactionfilter_create(st, ttl_destroy, list_filter,
+                                         list_filter_name);
+}
+
+int64_t sfs_list_elems_dropped(void) {
+  return __atomic_load_n(&list_elems_dropped, __ATOMIC_RELAXED);
 }

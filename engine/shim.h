@@ -50,7 +50,7 @@ char* sfs_multiget(rocksdb_t* db, const rocksdb_readoptions_t* ro,
 void sfs_multiget_release(void* pins, size_t n);
 
 // Builds one write batch from packed operations (ops[i] 0 = put, 1 =
-// delete; keys and values back to back) and writes it with one call.
+// delete, 2 = merge; keys and values back to back) and writes it with one call.
 // Returns NULL or an error string (malloc'ed).
 char* sfs_write_packed(rocksdb_t* db, const rocksdb_writeoptions_t* wo,
                        rocksdb_writebatch_t* wb,
@@ -58,6 +58,23 @@ char* sfs_write_packed(rocksdb_t* db, const rocksdb_writeoptions_t* wo,
                        size_t n, const uint8_t* ops, const uint16_t* states,
                        const char* keybuf, const size_t* keylens,
                        const char* valbuf, const size_t* vallens);
+
+// ---- list values --------------------------------------------------------------
+
+// The list merge operator ("sfstate.list"): concatenates list values (see
+// shim.c for the two formats). sfs_list_merge is its core, exposed for
+// tests: merges n values in order into a malloc'ed value, NULL when one is
+// malformed.
+rocksdb_mergeoperator_t* sfs_list_merge_operator_new(void);
+char* sfs_list_merge(const char* const* vals, const size_t* lens, int n,
+                     size_t* out_len);
+// Compaction filter for list states with a TTL: drops a list whose newest
+// element expired, and rewrites per-element lists without their expired
+// elements. The clock must outlive the filter.
+rocksdb_compactionfilter_t* sfs_list_ttl_filter_new(int64_t ttl_ms,
+                                                    const sfs_clock_t* clock);
+// Number of list elements the list filters dropped (for tests).
+int64_t sfs_list_elems_dropped(void);
 
 // CPU time consumed by the calling thread, in nanoseconds.
 int64_t sfs_thread_cpu_ns(void);

@@ -373,7 +373,7 @@ func openPerRecord(dir string, states []StateDesc, ro RocksOptions) (*perRecord,
 	p := &perRecord{states: states, clock: clock, slot: ro.Slot}
 	names := []string{"default"}
 	var cfo []*grocksdb.Options
-	base, err := columnFamilyOptions(ro, 0, nat, nil)
+	base, err := columnFamilyOptions(ro, 0, 0, nat, nil)
 	if err != nil {
 		ro.Slot.release()
 		return nil, err
@@ -381,7 +381,7 @@ func openPerRecord(dir string, states []StateDesc, ro RocksOptions) (*perRecord,
 	p.opts = append(p.opts, base)
 	cfo = append(cfo, base)
 	for _, s := range states {
-		o, err := columnFamilyOptions(ro, s.TTL.Milliseconds(), nat, nil)
+		o, err := columnFamilyOptions(ro, s.Kind, s.TTL.Milliseconds(), nat, nil)
 		if err != nil {
 			p.close()
 			return nil, err
