@@ -63,10 +63,11 @@
 // record or bucket layout; JoinSides.LeftOuter/RightOuter name the outer
 // sides) is exported as exactly these two states, read through
 // recordstore's logical view, so counts, association counts and per-row
-// last-write timestamps survive. Import brings them back as two engine
-// multisets (inner sides only) or, with ImportOptions.JoinRecords, as one
-// recordstore state in the record layout, outer sides with their
-// association counts, at any parallelism.
+// last-write timestamps survive. Import brings them back as two plain
+// states (inner sides as engine multisets, outer sides as maps with raw
+// Tuple2 values) or, with ImportOptions.JoinRecords, as one recordstore
+// state in the record layout, outer sides with their association counts,
+// at any parallelism.
 //
 // Rewrite copies a savepoint through the reader and the writer: each
 // key-group block is decoded entry by entry (framing, key-group prefixes,

@@ -314,7 +314,7 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 			if err != nil {
 				return nil, fmt.Errorf("%w: %s state %q: %v", ErrUnsupported, where, m.Name, err)
 			}
-			if outerJoinSide(m, o) {
+			if o.JoinRecords != "" && outerJoinSide(m, o) {
 				outer[m.Name] = true
 			}
 			byName[m.Name] = len(s.States)
@@ -330,7 +330,7 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 	}
 	for _, ss := range s.States {
 		if ss.Kind == engine.KindMultiset && outer[ss.Name] {
-			return nil, fmt.Errorf("%w: operator %s: outer join side %q (MAP<row, Tuple2<Integer, Integer>>) keeps association counts, which only join records hold: import it with ImportOptions.JoinRecords together with the other side", ErrUnsupported, op.ID, ss.Name)
+			return nil, fmt.Errorf("%w: operator %s: outer join side %q (MAP<row, Tuple2<Integer, Integer>>) keeps association counts, which engine multisets cannot hold: join records need both sides", ErrUnsupported, op.ID, ss.Name)
 		}
 	}
 	if err := s.Validate(); err != nil {
@@ -451,9 +451,10 @@ func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
 			return ss, err
 		}
 		uv := unwrap(m.UserValue)
-		if o.Multisets[m.Name] && ss.UserKey.Kind == engine.TypeRow && (uv.Class == serde.ClassInt || outerJoinSide(m, o)) {
-			// Join records; an outer side's association counts need
-			// JoinRecords (checked once the sides are folded).
+		if o.Multisets[m.Name] && ss.UserKey.Kind == engine.TypeRow && (uv.Class == serde.ClassInt || o.JoinRecords != "" && outerJoinSide(m, o)) {
+			// Join records. An outer side becomes one only when folded
+			// into join records (JoinRecords; checked after folding);
+			// otherwise it is a map with raw Tuple2 values.
 			ss.Kind = engine.KindMultiset
 			break
 		}

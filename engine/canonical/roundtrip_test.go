@@ -131,7 +131,7 @@ func TestRoundTripGenerated(t *testing.T) {
 }
 
 func TestImportUnsupportedFailsBeforeWriting(t *testing.T) {
-	// An outer join side's association counts need join records.
+	// Join records only exist in the record layout.
 	clock := engine.NewManualClock(testNow)
 	sides := &engine.JoinSides{Left: joinSides.Left, Right: joinSides.Right, LeftOuter: true}
 	op, _ := genOuterJoin(t, recordstore.LayoutRecord, "heap", sides, 128, 2, 50, clock)
@@ -143,7 +143,7 @@ func TestImportUnsupportedFailsBeforeWriting(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []ImportOptions{{}, {JoinRecords: recordstore.LayoutBucket}} {
+	for _, o := range []ImportOptions{{JoinRecords: recordstore.LayoutBucket}} {
 		calls := 0
 		_, err = Import(context.Background(), sp, testFactory(t, "heap", clock, &calls), o)
 		if !errors.Is(err, ErrUnsupported) || !strings.Contains(err.Error(), "left-records") && !strings.Contains(err.Error(), "layout") {
