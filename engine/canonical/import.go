@@ -46,9 +46,10 @@ type ImportOptions struct {
 	// "right-records"; an empty non-nil map imports every map as a map.
 	Multisets map[string]bool
 	// JoinRecords, when recordstore.LayoutRecord, imports the two MAP
-	// states of a regular join (the Multisets names, both MAP<row,
-	// Integer>) into one recordstore join state (record layout) instead of
-	// two engine multisets.
+	// states of a regular join (the Multisets names; MAP<row, Integer>,
+	// or MAP<row, Tuple2<Integer, Integer>> for an outer side, whose
+	// association counts are kept) into one recordstore join state
+	// (record layout) instead of two plain states.
 	JoinRecords recordstore.Layout
 	// Workers restores up to this many target subtasks of an operator at
 	// once (default 1). Each worker reads the streams through its own
