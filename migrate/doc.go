@@ -60,8 +60,13 @@
 // serves the bundle's reads and writes of those groups (the conversion's
 // bytes reserved from the pool until the bundle ends), and Commit writes
 // the groups' records and deletes their buckets in the bundle's own atomic
-// batch; an aborted or failed bundle leaves the buckets in place. Sweep
-// finishes a migration between bundles. Its Logical merges both layouts,
+// batch; an aborted or failed bundle leaves the buckets in place. A group
+// whose conversion the pool refuses is deferred: it stays in the bucket
+// layout, a bucket-layout state serves the bundle (visits in the record
+// layout's order, its rewritten bucket in the same batch), and a later
+// bundle converts it; a group is never in both layouts. Sweep finishes a
+// migration between bundles (in batches within the pool; a bucket that
+// does not fit waits). Its Logical merges both layouts,
 // and MergedSubtask presents mixed state to canonical.Export as one record
 // state (a MergedView), so a canonical savepoint taken mid-migration is
 // byte for byte the one taken before it.

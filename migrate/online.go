@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"sort"
 
 	"github.com/linxGnu/grocksdb"
 	"github.com/sfstate/sfstate/engine"
@@ -19,7 +20,11 @@ type OnlineStats struct {
 	RowsMigrated int64
 	Batches      int64 // commits that carried conversions (bundle commits and sweep batches)
 	PoolRefusals int64 // reservations the pool refused
-	Done         bool  // no bucket entry is left
+	// Deferred counts (side, key) groups a bundle needed whose conversion
+	// the pool refused: the bundle served them from their buckets (which
+	// stay authoritative) and a later bundle or Sweep converts them.
+	Deferred int64
+	Done     bool // no bucket entry is left
 }
 
 // MigratingJoinState is a record-layout join state restored from a
@@ -36,9 +41,13 @@ type OnlineStats struct {
 // savepoint taken mid-migration equals one taken before it (see
 // ExportView). The bytes of the buckets being converted are reserved from
 // the pool until the bundle ends; when the pool refuses, the pressure
-// handler is asked to drain and the reservation retried, and a key the
-// bundle needs is converted even if the pool still refuses (counted in
-// PoolRefusals).
+// handler is asked to drain and the reservation retried. When the pool
+// still refuses, the (side, key) group is not converted in this bundle:
+// it stays in the bucket layout, a bucket-layout state serves the
+// bundle's reads and writes of it (its rewritten bucket goes into the same
+// bundle batch), and a later bundle converts it when memory is available
+// (counted in PoolRefusals and Deferred). A group is therefore always in
+// exactly one layout, and mixed state checkpoints and restores as is.
 //
 // Every key a bundle touches must be among the probes given to Begin (the
 // recordstore.Join driver does so): an unprobed key still in the bucket
@@ -65,11 +74,19 @@ type MigratingJoinState struct {
 	sclock   *engine.Clock         // manual, set to the bundle's time
 	sjs      recordstore.JoinState // record state on scratch
 	routed   map[string]bool       // group prefixes served by sjs
-	sprobes  []recordstore.Probe   // probes of routed groups
-	mprobes  []recordstore.Probe   // the others
-	buckets  [][]byte              // bucket keys to delete at Commit
-	rows     int64                 // rows converted in the open bundle
-	res      *engine.Reservation   // conversion bytes of the open bundle
+	deferred map[string]bool       // group prefixes served by bjs (conversion refused)
+	bjs      recordstore.JoinState // bucket state of deferred groups, writes captured
+	dprobes  []recordstore.Probe   // probes of deferred groups
+	capture  bool                  // bjs is committing: its writes go to pend
+	dgroups  map[string]*dgroup    // deferred groups' lookups in the bundle
+	dseq     int
+	vstored  []visitRow
+	vfresh   []visitRow
+	sprobes  []recordstore.Probe // probes of routed groups
+	mprobes  []recordstore.Probe // the others
+	buckets  [][]byte            // bucket keys to delete at Commit
+	rows     int64               // rows converted in the open bundle
+	res      *engine.Reservation // conversion bytes of the open bundle
 	pressure func() error
 	pend     []pendingWrite // preloaded into the bundle's batch at Commit
 	preload  bool
@@ -122,6 +139,65 @@ func (h *hookedBackend) NewBatch() engine.Batch {
 	return b
 }
 
+// bucketBackend is the backend the deferred groups' bucket state runs on:
+// reads go to the store, writes are captured (only those of deferred
+// groups) into the pending writes of the bundle's own batch.
+type bucketBackend struct {
+	engine.Backend
+	m *MigratingJoinState
+}
+
+// DB forwards the RocksDB handles (nil for other backends).
+func (h *bucketBackend) DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle) {
+	if rh, ok := h.Backend.(rocksHandle); ok {
+		return rh.DB()
+	}
+	return nil, nil
+}
+
+// NewBatch returns a capturing batch while the wrapper commits the
+// deferred groups, else a batch that refuses to commit (the bucket state
+// must never write on its own).
+func (h *bucketBackend) NewBatch() engine.Batch { return &captureBatch{m: h.m} }
+
+type captureBatch struct {
+	m *MigratingJoinState
+	w []pendingWrite
+}
+
+// keep: only the deferred groups are written. The bucket state also
+// hydrates the other side of each probe, which may be a group being
+// converted (its bucket is deleted by this bundle) or a record group; a
+// rewrite of those (dropping expired rows) is not for this state to do.
+func (b *captureBatch) keep(st int, key []byte) bool {
+	return st == b.m.bst && b.m.deferred[string(key)]
+}
+
+func (b *captureBatch) Put(st int, key, val []byte) {
+	if b.keep(st, key) {
+		b.w = append(b.w, pendingWrite{st: st, k: append([]byte(nil), key...), v: append([]byte(nil), val...)})
+	}
+}
+
+func (b *captureBatch) Delete(st int, key []byte) {
+	if b.keep(st, key) {
+		b.w = append(b.w, pendingWrite{st: st, k: append([]byte(nil), key...), delete: true})
+	}
+}
+
+func (b *captureBatch) Len() int { return len(b.w) }
+
+func (b *captureBatch) Commit() error {
+	if !b.m.capture {
+		return errors.New("migrate: the deferred groups' bucket state committed outside the bundle")
+	}
+	b.m.pend = append(b.m.pend, b.w...)
+	b.w = nil
+	return nil
+}
+
+func (b *captureBatch) Close() { b.w = nil }
+
 // NewMigratingJoinState opens the record layout on be (which must declare
 // both recordstore.BucketStateName and recordstore.RecordStateName) and
 // migrates keys as they are touched. opts.Pool also bounds the migration.
@@ -140,7 +216,8 @@ func NewMigratingJoinState(be engine.Backend, opts recordstore.Options) (*Migrat
 		opts.Clock = clock
 	}
 	m := &MigratingJoinState{be: be, bst: bst, rst: rst, width: be.Layout().Width(), maxP: be.Layout().MaxParallelism,
-		pool: opts.Pool, clock: clock, ttl: be.States()[bst].TTL.Milliseconds(), probed: map[string]bool{}, routed: map[string]bool{}}
+		pool: opts.Pool, clock: clock, ttl: be.States()[bst].TTL.Milliseconds(), probed: map[string]bool{}, routed: map[string]bool{},
+		deferred: map[string]bool{}, dgroups: map[string]*dgroup{}}
 	js, err := recordstore.Open(recordstore.LayoutRecord, &hookedBackend{Backend: be, m: m}, opts)
 	if err != nil {
 		return nil, err
@@ -154,6 +231,12 @@ func NewMigratingJoinState(be engine.Backend, opts recordstore.Options) (*Migrat
 	sopts := opts
 	sopts.Clock, sopts.PrefixBloom = m.sclock, false
 	if m.sjs, err = recordstore.Open(recordstore.LayoutRecord, m.scratch, sopts); err != nil {
+		m.scratch.Close()
+		return nil, err
+	}
+	bopts := sopts
+	bopts.Pool = nil
+	if m.bjs, err = recordstore.Open(recordstore.LayoutBucket, &bucketBackend{Backend: be, m: m}, bopts); err != nil {
 		m.scratch.Close()
 		return nil, err
 	}
@@ -189,6 +272,7 @@ func (m *MigratingJoinState) SetPressureHandler(fn func() error) {
 	m.pressure = fn
 	m.JoinState.SetPressureHandler(fn)
 	m.sjs.SetPressureHandler(fn)
+	m.bjs.SetPressureHandler(fn)
 }
 
 // Begin converts the buckets of every probed key (both sides) into the
@@ -202,12 +286,15 @@ func (m *MigratingJoinState) Begin(probes []recordstore.Probe) error {
 		m.reset()
 		return err
 	}
-	m.sprobes, m.mprobes = m.sprobes[:0], m.mprobes[:0]
+	m.sprobes, m.mprobes, m.dprobes = m.sprobes[:0], m.mprobes[:0], m.dprobes[:0]
 	for _, p := range probes {
 		m.scr = recordstore.AppendGroupPrefix(m.scr[:0], m.width, recordstore.KeyGroupOf(p.Key, m.maxP), p.Side, p.Key)
-		if m.routed[string(m.scr)] {
+		switch {
+		case m.routed[string(m.scr)]:
 			m.sprobes = append(m.sprobes, p)
-		} else {
+		case m.deferred[string(m.scr)]:
+			m.dprobes = append(m.dprobes, p)
+		default:
 			m.mprobes = append(m.mprobes, p)
 		}
 	}
@@ -216,10 +303,24 @@ func (m *MigratingJoinState) Begin(probes []recordstore.Probe) error {
 		m.reset()
 		return err
 	}
+	// the converted and the deferred groups see the bundle's own time
+	m.sclock.Set(m.JoinState.Now())
 	if len(m.routed) > 0 {
-		// the converted groups see the bundle's own time
-		m.sclock.Set(m.JoinState.Now())
 		if err := m.sjs.Begin(m.sprobes); err != nil {
+			m.sjs.Abort()
+			m.JoinState.Abort()
+			m.reset()
+			return err
+		}
+	}
+	if len(m.deferred) > 0 {
+		err := m.bjs.Begin(m.dprobes)
+		for i := 0; err == nil && i < len(m.dprobes); i++ {
+			// the record layout looks the probes' rows up first
+			err = m.lookupDeferred(m.dprobes[i].Side, m.dprobes[i].Key, m.dprobes[i].Row)
+		}
+		if err != nil {
+			m.bjs.Abort()
 			m.sjs.Abort()
 			m.JoinState.Abort()
 			m.reset()
@@ -236,6 +337,10 @@ func (m *MigratingJoinState) reset() {
 		m.scratch.DeleteRange(0, nil, nil)
 	}
 	clear(m.routed)
+	clear(m.deferred)
+	clear(m.dgroups)
+	m.dseq = 0
+	m.capture = false
 	m.buckets = m.buckets[:0]
 	m.rows = 0
 	m.pend = m.pend[:0]
@@ -245,21 +350,43 @@ func (m *MigratingJoinState) reset() {
 }
 
 // reserve charges n conversion bytes to the pool (drain and retry once on
-// refusal); a refusal is counted, not fatal: the bundle needs the key.
-func (m *MigratingJoinState) reserve(n int64) {
+// refusal). A refusal is counted and reported: the caller does not convert.
+func (m *MigratingJoinState) reserve(n int64) bool {
 	if m.pool == nil {
-		return
+		return true
 	}
 	if m.res == nil {
-		m.res, _ = m.pool.Reserve(0)
+		var ok bool
+		if m.res, ok = m.pool.Reserve(0); !ok {
+			m.res = nil
+			m.stats.PoolRefusals++
+			return false
+		}
 	}
 	if m.res.Grow(n) {
-		return
+		return true
 	}
 	if m.pressure != nil && m.pressure() == nil && m.res.Grow(n) {
-		return
+		return true
 	}
 	m.stats.PoolRefusals++
+	return false
+}
+
+// conversionCost is what converting bucket (k, v) holds until the bundle
+// ends: the records twice (scratch batch and scratch state), each with its
+// map entry. A bucket that does not decode costs nothing here: converting
+// it reports the error.
+func conversionCost(k, v []byte) int64 {
+	var n, rows int64
+	if _, err := recordstore.DecodeBucketValue(v, func(r recordstore.LogicalRow) error {
+		n += int64(len(r.Row))
+		rows++
+		return nil
+	}); err != nil {
+		return 0
+	}
+	return 2*(n+rows*int64(len(k)+recordstore.RecordValueSize)) + rows*scratchEntryOverhead
 }
 
 // convertProbed looks up the buckets of the probed keys (both sides) and
@@ -289,16 +416,17 @@ func (m *MigratingJoinState) convertProbed(probes []recordstore.Probe) error {
 		if !ok || ferr != nil {
 			return
 		}
-		// the records as held twice (scratch batch, scratch state), each
-		// with its map entry
-		var need int64
+		if !m.reserve(conversionCost(keys[i], v)) {
+			// not now: the bucket serves this bundle
+			m.deferred[string(keys[i])] = true
+			m.stats.Deferred++
+			return
+		}
 		_, err := m.conv.ConvertBucket(keys[i], v, func(_ *Bucket, _ *recordstore.LogicalRow, rk, rv []byte) error {
 			b.Put(0, rk, rv)
-			need += 2*int64(len(rk)+len(rv)) + scratchEntryOverhead
 			m.rows++
 			return nil
 		})
-		m.reserve(need)
 		if err != nil {
 			ferr = fmt.Errorf("migrate: online: %w", err)
 			return
@@ -322,27 +450,41 @@ func (m *MigratingJoinState) convertProbed(probes []recordstore.Probe) error {
 // of their buckets go into the same atomic batch as the bundle's other
 // writes.
 func (m *MigratingJoinState) Commit() error {
-	if len(m.routed) == 0 {
+	if len(m.routed) == 0 && len(m.deferred) == 0 {
 		err := m.JoinState.Commit()
 		m.reset()
 		return err
 	}
 	defer m.reset()
-	if err := m.sjs.Commit(); err != nil {
-		m.JoinState.Abort()
-		return fmt.Errorf("migrate: converted groups: %w", err)
-	}
 	m.pend = m.pend[:0]
-	err := m.scratch.Scan(0, nil, nil, func(k, v []byte) bool {
-		m.pend = append(m.pend, pendingWrite{st: m.rst, k: append([]byte(nil), k...), v: append([]byte(nil), v...)})
-		return true
-	})
-	if err != nil {
-		m.JoinState.Abort()
-		return err
+	if len(m.routed) > 0 {
+		if err := m.sjs.Commit(); err != nil {
+			m.bjs.Abort()
+			m.JoinState.Abort()
+			return fmt.Errorf("migrate: converted groups: %w", err)
+		}
+		err := m.scratch.Scan(0, nil, nil, func(k, v []byte) bool {
+			m.pend = append(m.pend, pendingWrite{st: m.rst, k: append([]byte(nil), k...), v: append([]byte(nil), v...)})
+			return true
+		})
+		if err != nil {
+			m.bjs.Abort()
+			m.JoinState.Abort()
+			return err
+		}
+		for _, k := range m.buckets {
+			m.pend = append(m.pend, pendingWrite{st: m.bst, k: k, delete: true})
+		}
 	}
-	for _, k := range m.buckets {
-		m.pend = append(m.pend, pendingWrite{st: m.bst, k: k, delete: true})
+	if len(m.deferred) > 0 {
+		// the deferred groups' rewritten buckets join the same batch
+		m.capture = true
+		err := m.bjs.Commit()
+		m.capture = false
+		if err != nil {
+			m.JoinState.Abort()
+			return fmt.Errorf("migrate: deferred groups: %w", err)
+		}
 	}
 	m.preload = true
 	if err := m.JoinState.Commit(); err != nil {
@@ -366,15 +508,19 @@ func (m *MigratingJoinState) Commit() error {
 func (m *MigratingJoinState) Abort() {
 	m.JoinState.Abort()
 	m.sjs.Abort()
+	m.bjs.Abort()
 	m.reset()
 }
 
 // state is the join state serving (side, key) in the open bundle.
 func (m *MigratingJoinState) state(side recordstore.Side, key []byte) recordstore.JoinState {
-	if len(m.routed) > 0 {
+	if len(m.routed) > 0 || len(m.deferred) > 0 {
 		m.scr = recordstore.AppendGroupPrefix(m.scr[:0], m.width, recordstore.KeyGroupOf(key, m.maxP), side, key)
 		if m.routed[string(m.scr)] {
 			return m.sjs
+		}
+		if m.deferred[string(m.scr)] {
+			return m.bjs
 		}
 	}
 	return m.JoinState
@@ -401,9 +547,10 @@ func (m *MigratingJoinState) sweep(probes []recordstore.Probe) error {
 		return nil
 	}
 	m.stats.Lookups += int64(len(keys))
-	// copy found buckets out of the read callback under a reservation
-	type found struct{ k, v []byte }
-	var hits []found
+	// each found bucket is converted straight from the read callback into
+	// the batch, its bytes reserved first; a refusal commits what the batch
+	// holds and retries the key in a further round, and a bucket refused
+	// with nothing held is left for later (Deferred)
 	var res *engine.Reservation
 	if m.pool != nil {
 		res, _ = m.pool.Reserve(0)
@@ -411,6 +558,7 @@ func (m *MigratingJoinState) sweep(probes []recordstore.Probe) error {
 	defer res.Release()
 	b := m.be.NewBatch()
 	defer b.Close()
+	rst := m.stOf(recordstore.RecordStateName)
 	commit := func() error {
 		if b.Len() == 0 {
 			return nil
@@ -422,53 +570,63 @@ func (m *MigratingJoinState) sweep(probes []recordstore.Probe) error {
 		res.Shrink(res.Size())
 		return nil
 	}
-	convert := func(f found) error {
+	var migrated, rows int64
+	convert := func(k, v []byte) error {
 		n := int64(0)
-		_, err := m.conv.ConvertBucket(f.k, f.v, func(_ *Bucket, _ *recordstore.LogicalRow, rk, rv []byte) error {
-			b.Put(m.stOf(recordstore.RecordStateName), rk, rv)
+		_, err := m.conv.ConvertBucket(k, v, func(_ *Bucket, _ *recordstore.LogicalRow, rk, rv []byte) error {
+			b.Put(rst, rk, rv)
 			n++
 			return nil
 		})
 		if err != nil {
 			return fmt.Errorf("migrate: online: %w", err)
 		}
-		b.Delete(m.bst, f.k)
-		m.stats.KeysMigrated++
-		m.stats.RowsMigrated += n
+		b.Delete(m.bst, k)
+		migrated++
+		rows += n
 		return nil
 	}
-	var ferr error
-	err := m.be.MultiGet(m.bst, keys, func(i int, v []byte, ok bool) {
-		if !ok || ferr != nil {
-			return
-		}
-		hits = append(hits, found{keys[i], append([]byte(nil), v...)})
-	})
-	if err != nil {
-		return err
-	}
-	for _, f := range hits {
-		need := int64(2*len(f.v) + 64)
-		if res != nil && !res.Grow(need) {
-			m.stats.PoolRefusals++
-			if err := commit(); err != nil {
-				return err
+	// every round converts or defers at least its first key (it starts
+	// with nothing held), so there are at most len(keys) rounds
+	for pending := keys; len(pending) > 0; {
+		var again [][]byte
+		var ferr error
+		err := m.be.MultiGet(m.bst, pending, func(i int, v []byte, ok bool) {
+			if !ok || ferr != nil {
+				return
 			}
-			res.Grow(need) // a single bucket always proceeds
+			if res != nil && !res.Grow(int64(2*len(v)+64)) {
+				m.stats.PoolRefusals++
+				if res.Size() == 0 {
+					m.stats.Deferred++
+					return
+				}
+				again = append(again, pending[i])
+				return
+			}
+			ferr = convert(pending[i], v)
+		})
+		if err == nil {
+			err = ferr
 		}
-		if err := convert(f); err != nil {
+		if err == nil {
+			err = commit()
+		}
+		if err != nil {
 			return err
 		}
-	}
-	if err := commit(); err != nil {
-		return err
+		// counted once committed
+		m.stats.KeysMigrated += migrated
+		m.stats.RowsMigrated += rows
+		migrated, rows = 0, 0
+		pending = again
 	}
 	if m.stats.KeysMigrated-m.checked >= 1024 {
 		// now and then: has the last bucket gone? (then lookups stop)
 		m.checked = m.stats.KeysMigrated
 		return m.checkLeft()
 	}
-	return ferr
+	return nil
 }
 
 func (m *MigratingJoinState) stOf(name string) int {
@@ -538,7 +696,13 @@ func (m *MigratingJoinState) Count(side recordstore.Side, key, row []byte) (int6
 	if err := m.guard(side, key); err != nil {
 		return 0, err
 	}
-	return m.state(side, key).Count(side, key, row)
+	js := m.state(side, key)
+	if js == m.bjs {
+		if err := m.lookupDeferred(side, key, row); err != nil {
+			return 0, err
+		}
+	}
+	return js.Count(side, key, row)
 }
 
 // Visit is the record state's Visit after the key's migration.
@@ -546,7 +710,11 @@ func (m *MigratingJoinState) Visit(side recordstore.Side, key []byte, fn func(ro
 	if err := m.guard(side, key); err != nil {
 		return err
 	}
-	return m.state(side, key).Visit(side, key, fn)
+	js := m.state(side, key)
+	if js == m.bjs {
+		return m.visitDeferred(side, key, fn)
+	}
+	return js.Visit(side, key, fn)
 }
 
 // Add is the record state's Add after the key's migration.
@@ -554,7 +722,85 @@ func (m *MigratingJoinState) Add(side recordstore.Side, key, row []byte, delta i
 	if err := m.guard(side, key); err != nil {
 		return 0, err
 	}
-	return m.state(side, key).Add(side, key, row, delta)
+	js := m.state(side, key)
+	if js == m.bjs {
+		if err := m.lookupDeferred(side, key, row); err != nil {
+			return 0, err
+		}
+	}
+	return js.Add(side, key, row, delta)
+}
+
+// dgroup follows the rows of a deferred group that the bundle looked up,
+// so that its visits list rows in the order the record layout does: the
+// rows stored live at the bundle's start in row order, then the others in
+// the order of their first lookup.
+type dgroup struct {
+	seen  map[string]bool // rows looked up
+	fresh map[string]int  // of those, the rows not live at their first lookup: rank
+}
+
+// lookupDeferred notes the bundle's first lookup of a row of a deferred
+// group (before the bundle changes it: a live count then means stored).
+func (m *MigratingJoinState) lookupDeferred(side recordstore.Side, key, row []byte) error {
+	m.scr = recordstore.AppendGroupPrefix(m.scr[:0], m.width, recordstore.KeyGroupOf(key, m.maxP), side, key)
+	g := m.dgroups[string(m.scr)]
+	if g == nil {
+		g = &dgroup{seen: map[string]bool{}, fresh: map[string]int{}}
+		m.dgroups[string(m.scr)] = g
+	}
+	if g.seen[string(row)] {
+		return nil
+	}
+	g.seen[string(row)] = true
+	c, err := m.bjs.Count(side, key, row)
+	if err != nil {
+		return err
+	}
+	if c == 0 {
+		g.fresh[string(row)] = m.dseq
+		m.dseq++
+	}
+	return nil
+}
+
+type visitRow struct {
+	row   []byte
+	count int64
+	rank  int
+}
+
+// visitDeferred visits a deferred group from its bucket in the record
+// layout's order. The rows are not copied: the bucket state keeps them
+// for the bundle.
+func (m *MigratingJoinState) visitDeferred(side recordstore.Side, key []byte, fn func(row []byte, count int64) error) error {
+	m.scr = recordstore.AppendGroupPrefix(m.scr[:0], m.width, recordstore.KeyGroupOf(key, m.maxP), side, key)
+	g := m.dgroups[string(m.scr)]
+	stored, fresh := m.vstored[:0], m.vfresh[:0]
+	err := m.bjs.Visit(side, key, func(row []byte, count int64) error {
+		if g != nil {
+			if r, ok := g.fresh[string(row)]; ok {
+				fresh = append(fresh, visitRow{row, count, r})
+				return nil
+			}
+		}
+		stored = append(stored, visitRow{row, count, 0})
+		return nil
+	})
+	m.vstored, m.vfresh = stored[:0], fresh[:0]
+	if err != nil {
+		return err
+	}
+	sort.Slice(stored, func(i, j int) bool { return bytes.Compare(stored[i].row, stored[j].row) < 0 })
+	sort.Slice(fresh, func(i, j int) bool { return fresh[i].rank < fresh[j].rank })
+	for _, list := range [2][]visitRow{stored, fresh} {
+		for _, r := range list {
+			if err := fn(r.row, r.count); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // Logical visits the logical content of both layouts merged in key order:
