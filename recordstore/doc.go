@@ -32,6 +32,11 @@
 // pending output (releasing that output's reservation) and retries the same
 // record once. Expired records are skipped on their 8-byte timestamp before
 // anything is copied. Every reservation is released at Commit or Abort.
+// Begin counts, from the probes, how often the bundle will visit each
+// group: a group visited once is streamed without being cached (copying
+// it would buy nothing), and a cached group's reservation goes back to the
+// pool right after its last planned visit. Visits nobody probed for keep
+// their groups cached. Commit writes the changed records in key order.
 //
 // # Bucket layout (legacy)
 //
@@ -66,10 +71,12 @@
 // (and read options) per call, i.e. per probed key; with that, the unique
 // shape cost about 30–40% more CPU and twice the wall time. The record
 // layout therefore keeps one iterator per bundle (nothing is written before
-// Commit, so it sees a consistent state) and only seeks it per group. It
-// also does no prefill scan: a group is iterated on its first visit, and
-// that single pass both emits output and fills the cache; empty groups are
-// cached too, so repeated misses on one key cost one seek per bundle. When
+// Commit, so it sees a consistent state) and only seeks it per group, with
+// engine.PrefixCursor: one cgo call seeks and copies a batch of the group's
+// entries, instead of four calls per entry. It also does no prefill scan:
+// a group is iterated on its first visit, and that single pass both emits
+// output and fills the cache; empty groups visited again are cached too,
+// so repeated misses on one key cost one seek per bundle. When
 // a side's rows are declared unique (Options.UniqueRows, the planner's
 // unique-key input spec) the bundle knows an insert is new and skips the
 // own-row point read altogether: an insert writes count 1, a retraction a
