@@ -66,7 +66,7 @@ type ExportOptions struct {
 	// FlinkVersion selects the metadata version the named release writes
 	// (MetadataVersionFor): "" or "1.15" → V3 (read by every Flink
 	// 1.15-2.x); "1.16" ... "1.20" → V4 with a CheckpointProperties
-	// trailer describing a canonical savepoint; "2.0" ... "2.2", "2.x" → V5
+	// trailer describing a canonical savepoint; "2.0", "2.1", ..., "2.x" → V5
 	// (V4 plus each operator's name and uid).
 	FlinkVersion string
 	// MetadataVersion, when non-zero, overrides FlinkVersion's choice:

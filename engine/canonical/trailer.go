@@ -16,7 +16,7 @@ var errNoTrailer = errors.New("canonical: no CheckpointProperties trailer for th
 //
 //	"" (any Flink 1.15-2.x) and "1.15"  → 3 (no trailer; every release reads it)
 //	"1.16" ... "1.20"                   → 4 (V3 body + CheckpointProperties trailer)
-//	"2.0", "2.1", "2.2", "2.x"          → 5 (V4 + operator name and uid)
+//	"2.0", "2.1", ... or "2.x"          → 5 (V4 + operator name and uid)
 //
 // Flink 2.0 writes V5. V6 (written by later 2.x releases) only changes how
 // unaligned-checkpoint channel state is encoded, which a savepoint never
@@ -30,10 +30,13 @@ func MetadataVersionFor(flinkVersion string) (int, error) {
 		return 3, nil
 	case "1.16", "1.17", "1.18", "1.19", "1.20":
 		return 4, nil
-	case "2", "2.x", "2.0", "2.1", "2.2":
+	case "2", "2.x":
 		return 5, nil
 	}
-	return 0, fmt.Errorf("canonical: unknown Flink version %q (known: 1.15-1.20, 2.0-2.2, 2.x; empty = metadata V3, read by all)", flinkVersion)
+	if minor, ok := strings.CutPrefix(v, "2."); ok && minor != "" && strings.Trim(minor, "0123456789") == "" && len(minor) <= 3 {
+		return 5, nil // every 2.x release reads V5
+	}
+	return 0, fmt.Errorf("canonical: unknown Flink version %q (known: 1.15-1.20, 2.x; empty = metadata V3, read by all)", flinkVersion)
 }
 
 // CheckpointPropertiesTrailer returns the Java-serialized

@@ -28,7 +28,7 @@ func TestExportMetadataVersions(t *testing.T) {
 		want    int
 	}{
 		{"", 0, 3}, {"1.15", 0, 3}, {"1.17", 0, 4}, {"1.20", 0, 4},
-		{"2.0", 0, 5}, {"2.x", 0, 5}, {"2.2", 0, 5}, {"", 6, 6}, {"1.20", 5, 5},
+		{"2.0", 0, 5}, {"2.x", 0, 5}, {"2.2", 0, 5}, {"2.4", 0, 5}, {"", 6, 6}, {"1.20", 5, 5},
 	} {
 		name := fmt.Sprintf("%q/%d", tc.flink, tc.version)
 		store, err := s3.NewLocal(t.TempDir())
@@ -98,7 +98,7 @@ func TestExportMetadataVersions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range []ExportOptions{{MetadataVersion: 7}, {MetadataVersion: 2}, {FlinkVersion: "1.14"}, {FlinkVersion: "3.0"}} {
+	for _, o := range []ExportOptions{{MetadataVersion: 7}, {MetadataVersion: 2}, {FlinkVersion: "1.14"}, {FlinkVersion: "3.0"}, {FlinkVersion: "2."}, {FlinkVersion: "2.1x"}} {
 		o.Dir, o.TempDir = "bad", t.TempDir()
 		if _, _, err := Export(ctx, []Operator{op}, store, o); err == nil {
 			t.Errorf("%+v accepted", o)
