@@ -31,6 +31,10 @@ func benchStream(b *testing.B) {
 }
 
 func benchDecode(b *testing.B, data []byte, offs map[int]int64, mode Mode) {
+	benchDecodeWith(b, data, offs, ReadOptions{MaxParallelism: 128, Mode: mode})
+}
+
+func benchDecodeWith(b *testing.B, data []byte, offs map[int]int64, o ReadOptions) {
 	benchStream(b)
 	h, _, err := ReadHeader(bytes.NewReader(data), "bench")
 	if err != nil {
@@ -45,7 +49,7 @@ func benchDecode(b *testing.B, data []byte, offs map[int]int64, mode Mode) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		for _, kg := range kgs {
-			if err := br.Read(src, int64(len(data)), "bench", h, kg, offs[kg], ReadOptions{MaxParallelism: 128, Mode: mode}, func(*Entry) error {
+			if err := br.Read(src, int64(len(data)), "bench", h, kg, offs[kg], o, func(*Entry) error {
 				n++
 				return nil
 			}); err != nil {
@@ -101,6 +105,12 @@ func BenchmarkDecodeSplit(b *testing.B) {
 func BenchmarkDecodeFull(b *testing.B) {
 	benchStream(b)
 	benchDecode(b, benchData.plain, benchData.offsPlain, ModeDecode)
+}
+
+// BenchmarkDecodeFullReuse decodes into recycled memory (ReuseValues).
+func BenchmarkDecodeFullReuse(b *testing.B) {
+	benchStream(b)
+	benchDecodeWith(b, benchData.plain, benchData.offsPlain, ReadOptions{MaxParallelism: 128, ReuseValues: true})
 }
 
 func BenchmarkDecodeFullSnappy(b *testing.B) {

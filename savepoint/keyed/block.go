@@ -137,6 +137,7 @@ type BlockReader struct {
 	arena, rarena *serde.Arena
 	cur           *serde.Arena
 	sinceReset    int
+	listBuf       serde.List // scratch of LIST values
 
 	// per-call state
 	name     string
@@ -803,7 +804,10 @@ func (r *BlockReader) decodeValue(st *StateMeta, e *Entry, valPos int64) error {
 			return nil
 		}
 		d := r.dec(1, val, valPos)
-		var out serde.List
+		// Collect the elements in scratch space, then keep them in the
+		// arena (or, for long lists, in their own allocation).
+		out := r.listBuf[:0]
+		defer func() { clear(out); r.listBuf = out[:0] }()
 		for d.Len() > 0 {
 			if len(out) > 0 {
 				if c := d.U8(); c != listDelimiter {
@@ -816,7 +820,7 @@ func (r *BlockReader) decodeValue(st *StateMeta, e *Entry, valPos int64) error {
 			}
 			out = append(out, v)
 		}
-		e.Value = out
+		e.Value = serde.ArenaList(r.cur, append(serde.ArenaValues(r.cur, len(out)), out...))
 		return nil
 	case "MAP":
 		if len(val) == 0 {

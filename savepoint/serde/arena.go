@@ -24,6 +24,7 @@ type Arena struct {
 	rows4 slabList[rowWith4]
 	rows8 slabList[rowWith8]
 	ttls  slabList[TTLValue]
+	vals  valueSlabs
 	bytes byteSlabs
 	box   slabs
 }
@@ -47,11 +48,13 @@ func (a *Arena) Reset() {
 	a.rows4.reset()
 	a.rows8.reset()
 	a.ttls.reset()
+	a.vals.i, a.vals.n = 0, 0
 	a.bytes.reset()
 	a.box.i64.reset()
 	a.box.i32.reset()
 	a.box.f64.reset()
 	a.box.strs.reset()
+	a.box.list.reset()
 	a.box.ts.reset()
 }
 
@@ -163,6 +166,51 @@ func (a *Arena) ttl() *TTLValue {
 	return t
 }
 
+// valueSlabs carves []Value of up to arenaMaxValues elements out of slabs.
+type valueSlabs struct {
+	slabs [][]Value
+	i, n  int
+}
+
+const (
+	arenaValueSlab = 1024
+	arenaMaxValues = 64
+)
+
+// values returns an empty slice with capacity for n values (a list being
+// built). Appending beyond n reallocates like any slice.
+func (a *Arena) values(n int) []Value {
+	if a == nil || n > arenaMaxValues || n <= 0 {
+		return make([]Value, 0, max(n, 0))
+	}
+	s := &a.vals
+	if s.i < len(s.slabs) && s.n+n > len(s.slabs[s.i]) {
+		if a.reuse {
+			s.i++
+		} else {
+			s.slabs[s.i] = nil
+		}
+		s.n = 0
+	}
+	if s.i == len(s.slabs) {
+		s.slabs = append(s.slabs, make([]Value, arenaValueSlab))
+	} else if s.slabs[s.i] == nil {
+		s.slabs[s.i] = make([]Value, arenaValueSlab)
+	}
+	out := s.slabs[s.i][s.n : s.n : s.n+n]
+	s.n += n
+	return out
+}
+
+// ArenaList returns vals as a List value whose slice header lives in a
+// (boxing a slice into an interface would allocate it on its own).
+func ArenaList(a *Arena, vals []Value) Value { return a.list(vals) }
+
+// ArenaValues returns an empty slice with capacity for n values carved
+// from a (see Arena: with a reusable arena it is valid until the next
+// Reset); a nil arena or a long list gets its own allocation.
+func ArenaValues(a *Arena, n int) []Value { return a.values(n) }
+
 // str returns b as a string whose bytes live in a slab. Slab bytes are
 // written once and, unless the arena is reset, never modified afterwards,
 // which keeps the strings immutable.
@@ -187,6 +235,7 @@ type slabs struct {
 	i32  slabList[int32]
 	f64  slabList[float64]
 	strs slabList[string]
+	list slabList[List]
 	ts   slabList[Timestamp]
 }
 
@@ -203,6 +252,7 @@ var (
 	tmplFloat64   Value = float64(0)
 	tmplString    Value = ""
 	tmplTimestamp Value = Timestamp{}
+	tmplList      Value = List(nil)
 )
 
 // boxAt returns an interface value with tmpl's dynamic type whose data
@@ -246,6 +296,13 @@ func (a *Arena) string(b []byte) Value {
 		return string(b)
 	}
 	return boxAt(tmplString, unsafe.Pointer(take(a, &a.box.strs, a.str(b))))
+}
+
+func (a *Arena) list(v []Value) Value {
+	if a == nil {
+		return List(v)
+	}
+	return boxAt(tmplList, unsafe.Pointer(take(a, &a.box.list, List(v))))
 }
 
 func (a *Arena) timestamp(t Timestamp) Value {

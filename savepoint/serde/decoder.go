@@ -325,7 +325,8 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 		return &Timer{Timestamp: ts, Key: dc.kids[0].Decode(d), Namespace: dc.kids[1].Decode(d)}
 	case kList:
 		n := d.Count("list size", maxCollection, 0)
-		out := make(List, 0, min(n, d.Len()))
+		a := arenaOf(d)
+		out := a.values(min(n, d.Len()))
 		for i := 0; i < n && d.Err() == nil; i++ {
 			before := d.Pos
 			out = append(out, dc.kids[0].Decode(d))
@@ -336,7 +337,7 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 				return nil
 			}
 		}
-		return out
+		return a.list(out)
 	case kMap:
 		n := d.Count("map size", maxCollection, 1)
 		out := make(Map, 0, min(n, d.Len()))
@@ -528,7 +529,7 @@ func readStringValue(d *binfmt.Decbuf) (any, bool) {
 	}
 	if ascii {
 		d.Pos += n
-		return arenaOf(d).str(b[:n]), true
+		return arenaOf(d).string(b[:n]), true
 	}
 	units := make([]uint16, n)
 	for i := range units {
