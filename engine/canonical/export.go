@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"unicode/utf8"
 
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/keygroups"
@@ -168,6 +169,9 @@ func Export(ctx context.Context, ops []Operator, store s3.Storage, o ExportOptio
 		}
 		if md.Version >= 5 {
 			for _, s := range []string{op.Name, op.UID} {
+				if !utf8.ValidString(s) {
+					return nil, stats, fmt.Errorf("canonical: operator %s: name or uid %q is not valid UTF-8", op.ID, s)
+				}
 				if n := modifiedUTF8Len(s); n > 65535 {
 					return nil, stats, fmt.Errorf("canonical: operator %s: name or uid of %d bytes in modified UTF-8 (at most 65535)", op.ID, n)
 				}

@@ -109,6 +109,10 @@ func TestExportMetadataVersions(t *testing.T) {
 	if _, _, err := Export(ctx, []Operator{long}, store, ExportOptions{Dir: "long", FlinkVersion: "2.0", TempDir: t.TempDir()}); err == nil {
 		t.Error("operator name over 65535 bytes accepted")
 	}
+	long.Name = "bad \xff byte"
+	if _, _, err := Export(ctx, []Operator{long}, store, ExportOptions{Dir: "utf", FlinkVersion: "2.0", TempDir: t.TempDir()}); err == nil {
+		t.Error("operator name with invalid UTF-8 accepted")
+	}
 	if objs, _ := store.List(ctx, ""); len(objs) != 0 {
 		t.Errorf("rejected exports wrote %d objects", len(objs))
 	}
