@@ -2,11 +2,17 @@ package canonical
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/flinkwrite"
+	"github.com/sfstate/sfstate/savepoint/keyed"
+	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
 // TestRawMapValues: user values carried raw keep Flink's bytes and NULL
@@ -57,4 +63,85 @@ func int64FromBE(b []byte) int64 {
 		v = v<<8 | int64(x)
 	}
 	return v
+}
+
+// TestRawWholeListAppend: a list of variable-length raw elements (the udagg
+// fixture's External-serialized strings) is kept as one engine element
+// holding Flink's ','-joined list; an element the engine appends after it
+// (here: a copy of that element) exports as a valid longer Flink list.
+func TestRawWholeListAppend(t *testing.T) {
+	ctx := context.Background()
+	sp := fixtureSavepoints(t)["sql-rocksdb-canonical-udagg-liststate-mapstate"]
+	if sp == nil {
+		t.Fatal("fixture missing")
+	}
+	lens := func(sp *savepoint.Savepoint) map[string]int {
+		out := map[string]int{}
+		err := sp.WalkKeyed(ctx, savepoint.ScanOptions{KeyGroupTo: -1, Mode: keyed.ModeDecode}, func(e *savepoint.KeyedEntry) error {
+			if e.State.Name == "agg1$list" {
+				l, ok := e.Value.(serde.List)
+				if !ok {
+					t.Fatalf("list value %#v", e.Value)
+				}
+				out[fmt.Sprint(e.Key)] = len(l)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := lens(sp)
+	if len(before) == 0 {
+		t.Fatal("no agg1$list entries")
+	}
+	res, err := Import(ctx, sp, testFactory(t, "heap", nil, nil), ImportOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Close()
+	doubled := 0
+	for _, st := range res.Operators[0].Subtasks {
+		sid := -1
+		for i, ss := range st.Schema.States {
+			if ss.Name == "agg1$list" {
+				sid = i
+				if ss.Value.Kind != engine.TypeRaw {
+					t.Fatalf("element type %s", ss.Value.Kind)
+				}
+			}
+		}
+		if sid < 0 {
+			continue
+		}
+		var keys, vals [][]byte
+		if err := st.Backend.Scan(sid, nil, nil, func(k, v []byte) bool {
+			keys, vals = append(keys, append([]byte(nil), k...)), append(vals, append([]byte(nil), v...))
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		b := st.Backend.NewBatch()
+		for i, v := range vals {
+			// v = 8-byte timestamp + one uvarint-prefixed element: append
+			// the same element again.
+			b.Put(sid, keys[i], append(v, v[8:]...))
+			doubled++
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		b.Close()
+	}
+	if doubled != len(before) {
+		t.Fatalf("doubled %d lists of %d", doubled, len(before))
+	}
+	store, _ := s3.NewLocal(t.TempDir())
+	after := lens(reexport(t, res, nil, store, "sp"))
+	for k, n := range before {
+		if after[k] != 2*n {
+			t.Errorf("key %s: %d elements after appending a copy of %d", k, after[k], n)
+		}
+	}
 }
