@@ -22,7 +22,8 @@ package engine
 //	value, user key primitives      as for keys                    as for keys
 //	queue element   TypeRaw         Flink's element bytes          same (e.g. TimerSerializer)
 //	value, list     TypeRaw         Flink's bytes (serializer      same
-//	element                         kept as a snapshot only)
+//	element, map                    kept as a snapshot only)
+//	user key
 //	map user value  TypeRaw         NULL flag byte + Flink's bytes flag byte [+ TTL] + bytes
 //
 // Priority-queue (timer) entries are stored with an empty key and
