@@ -78,6 +78,10 @@ type BenchRow struct {
 	// Units adopted by the lazy restores (all subtasks) and ingestions.
 	LazyUnits   int `json:"lazy_units"`
 	LazyBatches int `json:"lazy_batches"`
+	// Adoption phases, the slowest subtask's each.
+	LazyImportS  float64 `json:"lazy_import_s"`
+	LazyRewriteS float64 `json:"lazy_rewrite_s"`
+	LazyIngestS  float64 `json:"lazy_ingest_s"`
 	// The lazy restore again, each new subtask i also given the local
 	// directory of old subtask i (the previous incarnation in the same
 	// slot, as Flink's local recovery would keep it): identical files are
@@ -423,6 +427,9 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 		s := l.Stats()
 		row.LazyUnits += s.Units
 		row.LazyBatches += s.Batches
+		row.LazyImportS = max(row.LazyImportS, s.Import.Seconds())
+		row.LazyRewriteS = max(row.LazyRewriteS, s.Rewrite.Seconds())
+		row.LazyIngestS = max(row.LazyIngestS, s.Ingest.Seconds())
 		out[i] = l
 	}
 	if !keep {

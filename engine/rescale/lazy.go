@@ -61,6 +61,9 @@ type LazyOptions struct {
 	// (default 64 MiB); units an access waits for go in a batch of their
 	// own.
 	BatchBytes int64
+	// Adopters bounds the batches adopted at once (default 2): a batch's
+	// time goes mostly to writing and syncing its files.
+	Adopters int
 	// ReuseDirs are local RocksDB directories of earlier incarnations
 	// (e.g. the old subtask that ran in the same slot before the rescale).
 	// A needed file is taken from the first of them holding a file of its
@@ -89,6 +92,9 @@ type LazyStats struct {
 	// adopted.
 	Batches, Ingested int
 	Entries           int64
+	// Import, Rewrite and Ingest: time the adoption spent building scratch
+	// imports, rewriting their entries into SST files and ingesting.
+	Import, Rewrite, Ingest time.Duration
 	// Waits counts accesses that waited for a unit; Prioritized the units
 	// moved to the front of the queue by them.
 	Waits, Prioritized int
@@ -222,6 +228,9 @@ func RestoreLazy(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i
 	if opts.BatchBytes <= 0 {
 		opts.BatchBytes = 64 << 20
 	}
+	if opts.Adopters < 1 {
+		opts.Adopters = 2
+	}
 	l := &Lazy{inner: inner, db: db, cfs: cfs, layout: layout, st: st, work: work, opts: opts, start: start,
 		units: units, done: make(chan struct{}), stop: make(chan struct{}), kick: make(chan struct{}, 1)}
 	l.unitOf = make([]int32, rng.End-rng.Start+1)
@@ -248,8 +257,10 @@ func RestoreLazy(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i
 			l.wg.Add(1)
 			go l.downloader()
 		}
-		l.wg.Add(1)
-		go l.adopter()
+		for a := 0; a < opts.Adopters; a++ {
+			l.wg.Add(1)
+			go l.adopter()
+		}
 	}
 	l.mu.Lock()
 	l.stats.Ready = time.Since(start)
@@ -503,19 +514,26 @@ func (l *Lazy) takeBatch() []*unit {
 		}
 	}
 	l.fetched = rest
+	if len(rest) > 0 {
+		select { // another adopter may take the rest
+		case l.kick <- struct{}{}:
+		default:
+		}
+	}
 	return batch
 }
 
 func (l *Lazy) adopter() {
 	defer l.wg.Done()
-	left := len(l.units)
-	for left > 0 {
+	for {
 		batch := l.takeBatch()
 		if len(batch) == 0 {
 			select {
 			case <-l.kick:
 				continue
 			case <-l.stop:
+				return
+			case <-l.done:
 				return
 			}
 		}
@@ -527,13 +545,14 @@ func (l *Lazy) adopter() {
 			u.isDone.Store(true)
 			close(u.ready)
 		}
-		l.pending.Add(-int64(len(batch)))
-		left -= len(batch)
+		if l.pending.Add(-int64(len(batch))) == 0 {
+			l.mu.Lock()
+			l.stats.AllLocal = time.Since(l.start)
+			l.mu.Unlock()
+			close(l.done)
+			return
+		}
 	}
-	l.mu.Lock()
-	l.stats.AllLocal = time.Since(l.start)
-	l.mu.Unlock()
-	close(l.done)
 }
 
 // adopt ingests the downloaded units of batch into the backend.
@@ -614,9 +633,11 @@ func (l *Lazy) adopt(batch []*unit) error {
 		imp := filepath.Join(bdir, fmt.Sprint("import-", gi))
 		// Not cancelled by Close: the native import cannot be
 		// interrupted, and it only links files and reads indexes.
+		t0 := time.Now()
 		if err := engine.ImportSSTFiles(imp, filesDir, g.files); err != nil {
 			return fmt.Errorf("old subtask %d: %w", g.sub.Index, err)
 		}
+		t1 := time.Now()
 		for _, f := range g.files {
 			os.Remove(filepath.Join(filesDir, f.Name))
 		}
@@ -647,7 +668,12 @@ func (l *Lazy) adopt(batch []*unit) error {
 		if err != nil {
 			return fmt.Errorf("old subtask %d: %w", g.sub.Index, err)
 		}
+		l.mu.Lock()
+		l.stats.Import += t1.Sub(t0)
+		l.stats.Rewrite += time.Since(t1)
+		l.mu.Unlock()
 	}
+	t2 := time.Now()
 	ingest := grocksdb.NewDefaultIngestExternalFileOptions()
 	defer ingest.Destroy()
 	ingest.SetMoveFiles(true)
@@ -665,6 +691,7 @@ func (l *Lazy) adopt(batch []*unit) error {
 		n += len(paths)
 	}
 	l.mu.Lock()
+	l.stats.Ingest += time.Since(t2)
 	l.stats.Batches++
 	l.stats.Ingested += n
 	l.stats.Entries += w.entries

@@ -1,0 +1,45 @@
+package rescale
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/sfstate/sfstate/s3"
+)
+
+// BenchmarkLazyAdopt: one new subtask (1→1, max parallelism 128) adopting
+// a checkpoint of 8 KiB values from a local store: the adoption's own cost
+// (scratch imports, rewrite into key-group SST files, ingestion), without
+// any network.
+func BenchmarkLazyAdopt(b *testing.B) {
+	ctx := context.Background()
+	root := b.TempDir()
+	store, err := s3.NewLocal(filepath.Join(root, "store"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := fill{maxP: 128, p: 1, keys: 8192, value: 8 << 10, kgFiles: true}
+	if _, err := checkpointed(ctx, cfg, filepath.Join(root, "db"), store, nil); err != nil {
+		b.Fatal(err)
+	}
+	plan := planFor(b, store, 1)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		lz, err := RestoreLazy(ctx, store, plan, 0, filepath.Join(root, fmt.Sprint("r", i)), LazyOptions{KeyGroupFiles: true, Adopters: 2})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := lz.WaitLocal(ctx); err != nil {
+			b.Fatal(err)
+		}
+		s := lz.Stats()
+		b.SetBytes(s.Bytes)
+		b.ReportMetric(s.Rewrite.Seconds()/float64(s.Bytes)*1e9, "rewrite-ns/B")
+		if i == b.N-1 {
+			b.Logf("%+v", s)
+		}
+		lz.Close()
+	}
+}
