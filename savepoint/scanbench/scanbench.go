@@ -177,6 +177,9 @@ type Phase struct {
 	Entries       int64   `json:"entries"`
 	EntriesPerSec float64 `json:"entriesPerSecond"`
 	MBPerSec      float64 `json:"mbPerSecond"`
+	// MBPerCPUSecond is the data size over CPUSeconds: the speed per core
+	// the phase would reach without competing load.
+	MBPerCPUSecond float64 `json:"mbPerCpuSecond"`
 	// Workers is the number of decode goroutines (savepoint.ScanOptions.
 	// Workers; 1 = sequential).
 	Workers int `json:"workers"`
@@ -335,6 +338,9 @@ func RunWith(ctx context.Context, g *Generated, opts Options) ([]Phase, error) {
 		}
 		best.EntriesPerSec = float64(best.Entries) / best.Seconds
 		best.MBPerSec = float64(g.DataBytes) / 1e6 / best.Seconds
+		if best.CPUSeconds > 0 {
+			best.MBPerCPUSecond = float64(g.DataBytes) / 1e6 / best.CPUSeconds
+		}
 		out = append(out, best)
 	}
 	var raw, cold float64

@@ -75,13 +75,13 @@ func runBenchInspect(c *cli.Context) error {
 	}
 	fmt.Fprintf(w, "savepoint: %d entries, %s keyed-state file\n", gen.Entries, inspectBytes(gen.DataBytes))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "phase\tworkers\tcached\tseconds\tcpu s\tentries/s\tMB/s\t/ raw cached\t/ raw cold\tpeak RSS\tallocs/entry\t")
+	fmt.Fprintln(tw, "phase\tworkers\tcached\tseconds\tcpu s\tentries/s\tMB/s\tMB/cpu-s\t/ raw cached\t/ raw cold\tpeak RSS\tallocs/entry\t")
 	for _, p := range phases {
 		cold := "-"
 		if p.RatioToColdRaw > 0 {
 			cold = fmt.Sprintf("%.3f", p.RatioToColdRaw)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%.0f%%\t%.2f\t%.2f\t%.0f\t%.1f\t%.3f\t%s\t%s\t%.2f\t\n", p.Name, p.Workers, 100*p.Cached, p.Seconds, p.CPUSeconds, p.EntriesPerSec, p.MBPerSec,
+		fmt.Fprintf(tw, "%s\t%d\t%.0f%%\t%.2f\t%.2f\t%.0f\t%.1f\t%.1f\t%.3f\t%s\t%s\t%.2f\t\n", p.Name, p.Workers, 100*p.Cached, p.Seconds, p.CPUSeconds, p.EntriesPerSec, p.MBPerSec, p.MBPerCPUSecond,
 			p.RatioToRaw, cold, inspectBytes(p.PeakRSS), float64(p.Allocs)/float64(max(p.Entries, 1)))
 	}
 	if err := tw.Flush(); err != nil {
