@@ -493,7 +493,9 @@ func (m *MigratingJoinState) Commit() error {
 	if m.preload {
 		return errors.New("migrate: the record state committed without a batch")
 	}
-	m.stats.Batches++
+	if len(m.buckets) > 0 {
+		m.stats.Batches++
+	}
 	m.stats.KeysMigrated += int64(len(m.buckets))
 	m.stats.RowsMigrated += m.rows
 	if m.stats.KeysMigrated-m.checked >= 1024 {
