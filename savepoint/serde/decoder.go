@@ -580,6 +580,48 @@ func (dc *decoder) decodeRow(b []byte, base int64, depth int, a *Arena) (*Row, e
 		return nil, &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: row kind byte 0x%02x", binfmt.ErrCorrupt, b[0])}
 	}
 	r := a.row(RowKind(b[0]), arity)
+	if dc.k == kRowData && len(dc.fast) == arity {
+		// The common case: fields of the scalar kinds decoded inline.
+		fields := r.Fields[:arity]
+		for i, k := range dc.fast {
+			bit := i + 8
+			if b[bit>>3]&(1<<(bit&7)) != 0 {
+				fields[i] = nil // null (a recycled row holds an old value)
+				continue
+			}
+			slotAt := w + 8*i
+			slot := binary.LittleEndian.Uint64(b[slotAt:])
+			switch k {
+			case fkBigInt:
+				fields[i] = a.int64(int64(slot))
+			case fkString:
+				v, err := binaryField(b, slotAt, slot, base)
+				if err != nil {
+					return nil, err
+				}
+				fields[i] = a.string(v)
+			case fkInt:
+				fields[i] = a.int32(int32(uint32(slot)))
+			case fkDouble:
+				fields[i] = a.float64(math.Float64frombits(slot))
+			case fkBool:
+				fields[i] = slot&0xFF != 0
+			case fkOther:
+				v, err := dc.field(i, b, slotAt, slot, base, depth, a)
+				if err != nil {
+					return nil, err
+				}
+				fields[i] = v
+			default:
+				v, err := fastField(k, b, slotAt, slot, base, a)
+				if err != nil {
+					return nil, err
+				}
+				fields[i] = v
+			}
+		}
+		return r, nil
+	}
 	for i := 0; i < arity; i++ {
 		bit := i + 8
 		if b[bit>>3]&(1<<(bit&7)) != 0 {
