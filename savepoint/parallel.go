@@ -24,7 +24,9 @@ func DefaultWorkers() int { return runtime.GOMAXPROCS(0) }
 // 2*workers claimed key groups are unconsumed, and each key group holds at
 // most batchesAhead finished batches (plus the one its worker fills), so at
 // most 2*workers*(batchesAhead+1)+1 batches exist, each about batchBytes of
-// entry bytes, batchEntries entries and their decoded values.
+// entry bytes, batchEntries entries and their decoded values. A batch made
+// larger by one big entry is queued only once the caller has reached its
+// key group, so besides that at most one per worker exists.
 const (
 	batchBytes   = 512 << 10
 	batchesAhead = 2
@@ -99,8 +101,10 @@ func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFi
 	workers = min(workers, len(kgs))
 	slots := make(chan struct{}, 2*workers)
 	chans := make([]chan *batch, len(kgs))
+	turn := make([]chan struct{}, len(kgs)) // closed when the caller reaches key group i
 	for i := range chans {
 		chans[i] = make(chan *batch, batchesAhead)
+		turn[i] = make(chan struct{})
 	}
 	reuse := ropts.ReuseValues && ropts.Mode == keyed.ModeDecode
 	pool := &batchPool{reuse: reuse, free: make(chan *batch, 2*workers*(batchesAhead+1)+2)}
@@ -122,6 +126,15 @@ func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFi
 			}
 			ch := chans[i]
 			send := func(b *batch) bool {
+				if len(b.data) > 2*batchBytes {
+					// Oversized entries: queue them only for the key group
+					// being consumed, so at most one per worker is held.
+					select {
+					case <-turn[i]:
+					case <-ctx.Done():
+						return false
+					}
+				}
 				select {
 				case ch <- b:
 					return true
@@ -178,6 +191,7 @@ func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFi
 		go worker(obj)
 	}
 	for i := range kgs {
+		close(turn[i])
 		for {
 			var b *batch
 			var ok bool

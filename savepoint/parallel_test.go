@@ -2,8 +2,11 @@ package savepoint
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"os"
 	"path/filepath"
@@ -157,4 +160,75 @@ func TestWorkersErrorsAndStop(t *testing.T) {
 
 func modeOf(i int) keyed.Mode {
 	return []keyed.Mode{keyed.ModeDecode, keyed.ModeSplit, keyed.ModeRaw, keyed.ModeValidate}[i]
+}
+
+// TestWorkersBigEntries: entries larger than a batch (framed in ModeRaw:
+// values of megabytes) reach the callback intact and in order.
+func TestWorkersBigEntries(t *testing.T) {
+	dir := t.TempDir()
+	synthSavepoint(t, dir, 10, 1) // for the keyed header
+	sp0 := openDir(t, dir)
+	h0 := sp0.Meta.Operators[0].Subtasks[0].ManagedKeyed.(*KeyGroupsHandle)
+	p := filepath.Join(dir, h0.Delegate.Path)
+	old, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hdrLen int64 = -1
+	for _, off := range h0.Offsets {
+		if off > 0 && (hdrLen < 0 || off < hdrLen) {
+			hdrLen = off
+		}
+	}
+	data := append([]byte(nil), old[:hdrLen]...)
+	offsets := make([]int64, 128)
+	for kg := 3; kg < 128; kg += 20 {
+		offsets[kg] = int64(len(data))
+		data = append(data, 0, 0)
+		sizes := []int{8, 3<<20 + kg, 8, 1<<20 + 7, 700 << 10, 8}
+		for i, n := range sizes {
+			key := []byte{byte(kg), 0, 0, 0, 0, 0, 0, 0, byte(i), 0}
+			if i == len(sizes)-1 {
+				key[0] |= 0x80
+			}
+			data = binary.BigEndian.AppendUint32(data, uint32(len(key)))
+			data = append(data, key...)
+			data = binary.BigEndian.AppendUint32(data, uint32(n))
+			for j := range n {
+				data = append(data, byte(j*kg+i))
+			}
+		}
+		data = append(data, 0xFF, 0xFF)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h0.Offsets, h0.Delegate.Size = offsets, int64(len(data))
+	b, err := EncodeMetadata(sp0.Meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, MetadataName), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sp := openDir(t, dir)
+	sums := func(workers int) []string {
+		var out []string
+		err := sp.WalkKeyed(context.Background(), ScanOptions{KeyGroupTo: -1, Mode: keyed.ModeRaw, Workers: workers}, func(e *KeyedEntry) error {
+			sum := sha256.Sum256(e.ValueBytes)
+			out = append(out, fmt.Sprintf("%d %x %d %x", e.KeyGroup, e.KeyBytes, len(e.ValueBytes), sum[:8]))
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := sums(1)
+	if len(want) != 6*7 {
+		t.Fatalf("%d entries", len(want))
+	}
+	if got := sums(3); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("parallel:\n%s\nsequential:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
 }
