@@ -184,7 +184,7 @@ func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFi
 			var err error
 			obj, err = sp.OpenLocation(ctx, f.obj.Loc, o.ReadAhead)
 			if err != nil {
-				return err
+				break // read with the workers started so far
 			}
 		}
 		wg.Add(1)
