@@ -33,7 +33,7 @@ const (
 )
 
 // batchEntries is a variable for tests (small batches on small data).
-var batchEntries = 2048
+var batchEntries = 512
 
 // batch is a run of entries of one key group: their bytes in data and, for
 // ModeDecode, their values in arena.
