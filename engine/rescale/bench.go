@@ -75,6 +75,10 @@ type BenchRow struct {
 	// file is downloaded, imported and clipped): bytes and seconds.
 	EagerBytes  int64   `json:"sfstate_eager_bytes"`
 	EagerReadyS float64 `json:"sfstate_eager_ready_s"`
+	// FirstReadS: after ready, the slowest subtask's read of one key of
+	// its last key group (not yet local: the read waits for that unit,
+	// fetched out of turn).
+	FirstReadS float64 `json:"sfstate_first_read_s"`
 	// Units adopted by the lazy restores (all subtasks) and ingestions.
 	LazyUnits   int `json:"lazy_units"`
 	LazyBatches int `json:"lazy_batches"`
@@ -368,6 +372,38 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 			return 0, 0, 0, nil, err
 		}
 		ready = time.Since(start)
+		if !reuse {
+			// The first read of each subtask: a key of its last key group,
+			// the last one the background adoption would reach.
+			var first time.Duration
+			g, _ := errgroup.WithContext(ctx)
+			for i, l := range ls {
+				g.Go(func() error {
+					key, ok := keyInGroup(cfg, l.Layout(), l.Layout().Range.End)
+					if !ok {
+						return nil
+					}
+					t := time.Now()
+					found := false
+					if err := l.MultiGet(0, [][]byte{key}, func(_ int, _ []byte, ok bool) { found = ok }); err != nil {
+						return err
+					}
+					d := time.Since(t)
+					if !found {
+						return fmt.Errorf("rescale bench: subtask %d: key %q not found after a lazy restore", i, key)
+					}
+					mu.Lock()
+					first = max(first, d)
+					mu.Unlock()
+					return nil
+				})
+			}
+			if err := g.Wait(); err != nil {
+				closeLazy()
+				return 0, 0, 0, nil, err
+			}
+			row.FirstReadS = first.Seconds()
+		}
 		for _, l := range ls {
 			if err := l.WaitLocal(ctx); err != nil {
 				closeLazy()
@@ -437,6 +473,17 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 		return row, nil, nil
 	}
 	return row, out, nil
+}
+
+// keyInGroup returns the stored key of the first benchmark key (see fill)
+// in key group kg.
+func keyInGroup(cfg BenchConfig, l engine.Layout, kg int) ([]byte, bool) {
+	for k := 0; k < cfg.Keys; k++ {
+		if keygroups.KeyGroupFor(keygroups.HashInt(int32(k)), cfg.MaxParallelism) == kg {
+			return l.Key(nil, kg, fmt.Appendf(nil, "key-%010d", k), nil), true
+		}
+	}
+	return nil, false
 }
 
 // rescaleTo runs the by-reference rescale of sp into <prefix>-rescaled-<n>/

@@ -114,9 +114,10 @@ type Lazy struct {
 
 	// unitOf maps a key group of the range (index kg-Range.Start) to its
 	// unit, -1 when no file holds it.
-	unitOf  []int32
-	units   []*unit
-	pending atomic.Int64 // units not yet adopted
+	unitOf   []int32
+	units    []*unit
+	pending  atomic.Int64 // units not yet adopted
+	allLocal atomic.Bool  // done is closed (by the adopter that got pending to 0)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -124,16 +125,18 @@ type Lazy struct {
 	done   chan struct{} // closed when every unit is adopted
 	stop   chan struct{} // closed on failure or Close
 
-	mu       sync.Mutex
-	err      error // why stop was closed
-	closed   bool
-	queue    []*unit // in key-group order
-	qpos     int     // first unit of queue with files not yet started
-	prio     []*unit // units waited for, files not all started
-	fetched  []*unit // downloaded, not yet adopted
-	kick     chan struct{}
-	stats    LazyStats
-	batchSeq int
+	mu        sync.Mutex
+	err       error // why stop was closed
+	closed    bool
+	queue     []*unit       // in key-group order
+	qpos      int           // first unit of queue with files not yet started
+	prio      []*unit       // units waited for, files not all started
+	fetched   []*unit       // downloaded, not yet adopted
+	kick      chan struct{} // a unit was downloaded
+	prioKick  chan struct{} // a unit was waited for
+	prioReady chan struct{} // a waited-for unit was downloaded
+	stats     LazyStats
+	batchSeq  int
 }
 
 type unit struct {
@@ -232,7 +235,8 @@ func RestoreLazy(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i
 		opts.Adopters = 2
 	}
 	l := &Lazy{inner: inner, db: db, cfs: cfs, layout: layout, st: st, work: work, opts: opts, start: start,
-		units: units, done: make(chan struct{}), stop: make(chan struct{}), kick: make(chan struct{}, 1)}
+		units: units, done: make(chan struct{}), stop: make(chan struct{}),
+		kick: make(chan struct{}, 1), prioKick: make(chan struct{}, 1), prioReady: make(chan struct{}, 1)}
 	l.unitOf = make([]int32, rng.End-rng.Start+1)
 	for k := range l.unitOf {
 		l.unitOf[k] = -1
@@ -255,12 +259,16 @@ func RestoreLazy(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i
 	} else {
 		for w := 0; w < min(opts.Parallel, l.stats.Files); w++ {
 			l.wg.Add(1)
-			go l.downloader()
+			go l.downloader(false)
 		}
 		for a := 0; a < opts.Adopters; a++ {
 			l.wg.Add(1)
-			go l.adopter()
+			go l.adopter(false)
 		}
+		// One downloader and one adopter for waited-for units only.
+		l.wg.Add(2)
+		go l.downloader(true)
+		go l.adopter(true)
 	}
 	l.mu.Lock()
 	l.stats.Ready = time.Since(start)
@@ -387,7 +395,7 @@ func (l *Lazy) failLocked(err error) {
 
 // nextFile picks the next file to download: files of units an access
 // waits for first, then in key-group order.
-func (l *Lazy) nextFile() (*unit, int, bool) {
+func (l *Lazy) nextFile(prioOnly bool) (*unit, int, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
@@ -401,6 +409,9 @@ func (l *Lazy) nextFile() (*unit, int, bool) {
 		}
 		l.prio = l.prio[1:]
 	}
+	if prioOnly {
+		return nil, 0, false
+	}
 	for l.qpos < len(l.queue) {
 		u := l.queue[l.qpos]
 		if u.next < len(u.files) {
@@ -412,12 +423,26 @@ func (l *Lazy) nextFile() (*unit, int, bool) {
 	return nil, 0, false
 }
 
-func (l *Lazy) downloader() {
+// downloader fetches files until none is left to start. With prioOnly
+// it fetches only files of units an access waits for, and waits for more
+// until the adoption ends: a waiting access never queues behind the
+// bulk downloads.
+func (l *Lazy) downloader(prioOnly bool) {
 	defer l.wg.Done()
 	for {
-		u, k, ok := l.nextFile()
+		u, k, ok := l.nextFile(prioOnly)
 		if !ok {
-			return
+			if !prioOnly {
+				return
+			}
+			select {
+			case <-l.prioKick:
+				continue
+			case <-l.stop:
+				return
+			case <-l.done:
+				return
+			}
 		}
 		f := &u.files[k]
 		dst := filepath.Join(l.work, "files", f.obj.Name)
@@ -439,9 +464,9 @@ func (l *Lazy) downloader() {
 		u.left--
 		if u.left == 0 {
 			l.fetched = append(l.fetched, u)
-			select {
-			case l.kick <- struct{}{}:
-			default:
+			signal(l.kick)
+			if u.prio {
+				signal(l.prioReady)
 			}
 		}
 		l.mu.Unlock()
@@ -495,7 +520,7 @@ func copyFile(src, dst string) error {
 // takeBatch removes the next batch from the downloaded units: the waited
 // for ones alone when there are any, else in download order up to
 // BatchBytes.
-func (l *Lazy) takeBatch() []*unit {
+func (l *Lazy) takeBatch(prioOnly bool) []*unit {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var batch, rest []*unit
@@ -506,7 +531,7 @@ func (l *Lazy) takeBatch() []*unit {
 			rest = append(rest, u)
 		}
 	}
-	if len(batch) == 0 {
+	if len(batch) == 0 && !prioOnly {
 		var n int64
 		for len(rest) > 0 && (len(batch) == 0 || n+rest[0].bytes <= l.opts.BatchBytes) {
 			n += rest[0].bytes
@@ -515,21 +540,33 @@ func (l *Lazy) takeBatch() []*unit {
 	}
 	l.fetched = rest
 	if len(rest) > 0 {
-		select { // another adopter may take the rest
-		case l.kick <- struct{}{}:
-		default:
-		}
+		signal(l.kick) // another adopter may take the rest
 	}
 	return batch
 }
 
-func (l *Lazy) adopter() {
+// signal makes a non-blocking send on a wake-up channel of capacity 1.
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+// adopter adopts downloaded batches until every unit is adopted. With
+// prioOnly it adopts only units an access waits for, so such a unit never
+// waits behind the bulk batches.
+func (l *Lazy) adopter(prioOnly bool) {
 	defer l.wg.Done()
+	wake := l.kick
+	if prioOnly {
+		wake = l.prioReady
+	}
 	for {
-		batch := l.takeBatch()
+		batch := l.takeBatch(prioOnly)
 		if len(batch) == 0 {
 			select {
-			case <-l.kick:
+			case <-wake:
 				continue
 			case <-l.stop:
 				return
@@ -545,7 +582,7 @@ func (l *Lazy) adopter() {
 			u.isDone.Store(true)
 			close(u.ready)
 		}
-		if l.pending.Add(-int64(len(batch))) == 0 {
+		if l.pending.Add(-int64(len(batch))) == 0 && l.allLocal.CompareAndSwap(false, true) {
 			l.mu.Lock()
 			l.stats.AllLocal = time.Since(l.start)
 			l.mu.Unlock()
@@ -844,11 +881,9 @@ func (l *Lazy) waitUnits(need []*unit) error {
 	}
 	if waits {
 		l.stats.Waits++
+		signal(l.prioKick)
 		// A unit already downloaded is picked up by the next batch.
-		select {
-		case l.kick <- struct{}{}:
-		default:
-		}
+		signal(l.prioReady)
 	}
 	l.mu.Unlock()
 	for _, u := range need {
