@@ -11,15 +11,19 @@
 //
 // ReadHeader parses the header (proxy version, compression flag, key
 // serializer snapshot, state meta infos). ReadKeyGroup streams one key
-// group's block starting at its handle offset through a bufio.Reader over
-// an io.SectionReader — the whole file is never loaded — undoing the
-// per-block Snappy framing when the header says so, splitting every key into
-// key-group prefix, key, namespace and (MAP) user key, and decoding values
-// per state kind. Entry byte slices are only valid during the callback.
+// group's block starting at its handle offset through a read window over an
+// io.SectionReader (reads of up to 1 MiB, sized to the expected block end;
+// the whole file is never loaded), undoing the per-block Snappy framing
+// when the header says so, splitting every key into key-group prefix, key,
+// namespace and (MAP) user key, and decoding values per state kind. Entry
+// byte slices alias the window and are only valid during the callback.
 //
 // ReadKeyGroupWith selects a Mode: ModeRaw (framing only: key and value
-// bytes), ModeSplit (also split keys, no value model) or ModeDecode (the
-// default: everything decoded). Every key and value must be consumed
+// bytes), ModeSplit (also split keys, no value model), ModeValidate (every
+// byte checked, no values built) or ModeDecode (the default: everything
+// decoded). With ReadOptions.ReuseValues decoded values live in recycled
+// memory and are valid during their callback only; a BlockReader reused
+// across calls then decodes without allocating per entry. Every key and value must be consumed
 // exactly; leftovers and any malformed input yield an *Error naming the
 // file, key group and offset. Serializers without a data decoder never fail
 // a read: their parts are reported as *serde.Raw.
