@@ -814,13 +814,8 @@ type conversion struct {
 	files             []string                          // SST writer output
 	sink              func(prefix, row, v []byte) error // one record, key prefix+row
 	kbuf, vbuf        []byte
-	writer            *grocksdb.SSTFileWriter
-	envOpts           *grocksdb.EnvOptions
-	wopts             *grocksdb.Options
-	topts             *grocksdb.BlockBasedTableOptions
-	curSize           int64
+	pipe              *sstPipe // SST mode
 	bufSize           int      // scan and SST batch buffers
-	pending           frameBuf // records for the SST writer
 	out               *outDB   // put mode
 	batch             *grocksdb.WriteBatch
 	batchBytes        int64
@@ -832,9 +827,10 @@ type conversion struct {
 // in the batch that writes its records), so merging the two sorted streams
 // by key is a plain interleave.
 func (c *conversion) run(dry bool) error {
-	// two batch buffers (scan, SST writer), reserved from the pool
+	// three batch buffers (scan, two for the SST writer), reserved from
+	// the pool
 	c.bufSize = 1 << 20
-	bres, ok := c.r.opts.Pool.Reserve(int64(2 * c.bufSize))
+	bres, ok := c.r.opts.Pool.Reserve(int64(3 * c.bufSize))
 	if !ok {
 		c.bufSize = 64 << 10
 		bres, _ = c.r.opts.Pool.Reserve(0)
@@ -845,8 +841,9 @@ func (c *conversion) run(dry bool) error {
 	if dry {
 		c.sink = func(_, _, _ []byte) error { return nil }
 	} else if c.r.opts.Mode == WriteSST {
-		c.sink = c.sstPut
-		defer c.closeWriter()
+		c.pipe = newSSTPipe(c.dir, c.r.opts.SSTTargetSize, c.bufSize)
+		c.sink = c.pipe.put
+		defer c.pipe.close()
 	} else {
 		c.sink = c.putBatch
 		c.batch = grocksdb.NewWriteBatch()
@@ -902,10 +899,10 @@ func (c *conversion) run(dry bool) error {
 			return fmt.Errorf("state %q: %w", recordstore.BucketStateName, err)
 		}
 	}
-	if c.writer != nil {
-		if err := c.sstFlush(); err != nil {
-			return err
-		}
+	if c.pipe != nil {
+		files, err := c.pipe.close()
+		c.files = files
+		return err
 	}
 	if c.batch != nil {
 		return c.commitBatch()
@@ -958,80 +955,6 @@ func (c *conversion) bucket(k, v []byte) error {
 	c.buckets++
 	c.bytesIn += int64(len(k) + len(v))
 	return nil
-}
-
-// sstBlockSize is the data block size of the migrated record SST files.
-const sstBlockSize = 16 << 10
-
-func (c *conversion) sstPut(k, row, v []byte) error {
-	if c.writer == nil || c.curSize >= c.r.opts.SSTTargetSize {
-		if err := c.sstFlush(); err != nil {
-			return err
-		}
-		if err := c.closeWriter(); err != nil {
-			return err
-		}
-		if c.envOpts == nil {
-			c.envOpts = grocksdb.NewDefaultEnvOptions()
-			c.wopts = grocksdb.NewDefaultOptions()
-			// LZ4 and 16 KiB blocks: against Snappy and 4 KiB blocks they
-			// cut the CPU of writing and of the verifying read-back by a
-			// fifth at 256-byte rows (BenchmarkCheckpoint); RocksDB reads
-			// any block size and compression, and compactions rewrite the
-			// files with the engine's own settings
-			c.wopts.SetCompression(grocksdb.LZ4Compression)
-			c.topts = grocksdb.NewDefaultBlockBasedTableOptions()
-			c.topts.SetBlockSize(sstBlockSize)
-			c.wopts.SetBlockBasedTableFactory(c.topts)
-		}
-		c.writer = grocksdb.NewSSTFileWriter(c.envOpts, c.wopts)
-		p := filepath.Join(c.dir, fmt.Sprintf("records-%06d.sst", len(c.files)))
-		if err := c.writer.Open(p); err != nil {
-			return fmt.Errorf("SST writer %s: %w", p, err)
-		}
-		c.files = append(c.files, p)
-		c.curSize = 0
-	}
-	n := len(k) + len(row) + len(v)
-	c.curSize += int64(n)
-	if len(c.pending.b)+8+n > c.bufSize {
-		if err := c.sstFlush(); err != nil {
-			return err
-		}
-	}
-	c.pending.add3(k, row, v)
-	return nil
-}
-
-func (c *conversion) sstFlush() error {
-	if c.writer == nil || c.pending.n == 0 {
-		return nil
-	}
-	err := sstPutBatch(c.writer, &c.pending)
-	c.pending.reset()
-	if err != nil {
-		return fmt.Errorf("SST writer: %w", err)
-	}
-	return nil
-}
-
-func (c *conversion) closeWriter() error {
-	if c.writer == nil {
-		if c.envOpts != nil {
-			c.envOpts.Destroy()
-			c.wopts.Destroy()
-			c.topts.Destroy()
-			c.envOpts, c.wopts, c.topts = nil, nil, nil
-		}
-		return nil
-	}
-	err := c.sstFlush()
-	if ferr := c.writer.Finish(); err == nil {
-		err = ferr
-	}
-	c.writer.Destroy()
-	c.writer = nil
-	return err
 }
 
 // putBatch writes through write batches into the output DB, committing
