@@ -84,13 +84,24 @@
 // outcome.
 //
 // Every memtable holding data owns at least one arena block, and the
-// write-buffer manager charges whole blocks: with f column families holding
-// data across the slot, memtable memory cannot drop below f × arena block.
-// With the formula above that floor is f/8 of the shared write-buffer
-// capacity when the configured write buffer is larger than the shared
-// capacity, so the budget holds for up to ~8 active column families per
-// slot; beyond that, configure a smaller write buffer (arena = 1/8 of it).
-// TestNativeMemoryBoundedByOperatorCount and `sfstate bench state` measure it.
+// write-buffer manager charges whole blocks, so with a fixed write buffer
+// memtable memory would grow with the number of column families holding
+// data. The rule that keeps it flat: each state family's write buffer is
+// the smaller of the configured one (64 MiB by default) and its share of
+// the slot's write-buffer capacity W — W divided by the number F of state
+// families open in the slot, rounded down to a power of two, at least
+// 64 KiB (WriteBufferShare) — and its arena block is one eighth of that
+// (ArenaBlockSize, which is the formula above with the share as the
+// configured size). Active memtables then fit in W, and the arena blocks
+// they hold total at most W/8 whatever F is. When an instance opens and
+// the share halves, the slot resizes every open instance (RocksDB's
+// SetOptions: write_buffer_size and arena_block_size apply from each
+// family's next memtable) and each of them flushes its current memtables
+// once after its next write; instances that close leave the others' sizes
+// alone. TestNativeMemoryBoundedByOperatorCount (1, 4, 16 operators at the
+// default write buffer: total native memory = cache usage including
+// memtables + table readers stays within M) and `sfstate bench state`
+// measure it.
 //
 // # Top-1 winners
 //

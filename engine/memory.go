@@ -54,6 +54,48 @@ func ArenaBlockSize(writeBuffer, wbmCapacity int64) int64 {
 	return (a + arenaAlign - 1) / arenaAlign * arenaAlign
 }
 
+// minWriteBufferShare is the smallest per-family write buffer a slot's
+// share hands out (RocksDB's own floor for write_buffer_size is 64 KiB).
+const minWriteBufferShare = 64 << 10
+
+// WriteBufferShare is each column family's share of a slot's shared
+// write-buffer capacity when families state column families are open in
+// the slot: capacity / families rounded down to a power of two, at least
+// 64 KiB. A family's write buffer is the smaller of its configured size and
+// this share, and its arena block one eighth of that (ArenaBlockSize): the
+// active memtables of all families then fit the shared capacity, and the
+// one arena block every non-empty memtable holds totals at most
+// capacity/8 however many operators share the slot. The power-of-two steps
+// keep resizing rare: open instances are resized only when the share halves.
+func WriteBufferShare(wbmCapacity int64, families int) int64 {
+	if families < 1 {
+		families = 1
+	}
+	sh := wbmCapacity / int64(families)
+	if sh <= minWriteBufferShare {
+		return minWriteBufferShare
+	}
+	p := int64(minWriteBufferShare)
+	for p*2 <= sh {
+		p *= 2
+	}
+	return p
+}
+
+// slotMember is one RocksDB instance using the slot: its state families
+// (the default family holds no data and is not counted) and the write
+// buffer it was configured with.
+type slotMember struct {
+	db         *C.rocksdb_t
+	cfs        []*C.rocksdb_column_family_handle_t
+	configured int64
+	applied    int64
+	// retire is set when the share shrank: the active memtables were
+	// created with a larger arena block, and the member flushes them after
+	// its next write so that its memtables follow the new share.
+	retire atomic.Bool
+}
+
 // SlotMemory is the native memory shared by every RocksDB instance of one
 // slot: one LRU block cache (with a high-priority pool for index and filter
 // blocks) and one write-buffer manager whose memtables are charged to that
@@ -68,6 +110,8 @@ type SlotMemory struct {
 	pool      *Pool
 	users     int
 	closeWant bool
+	families  int                  // state column families of the open members
+	members   map[*slotMember]bool // joined instances
 }
 
 // NewSlotMemory creates a slot's shared cache, write-buffer manager and pool.
@@ -163,6 +207,86 @@ func (s *SlotMemory) release() {
 		C.sfs_slot_memory_free(s.native)
 		s.native = nil
 	}
+}
+
+// join counts m's families into the slot and returns m's write buffer
+// under the new share; the other members are resized when m registers
+// (its DB open) or leaves.
+func (s *SlotMemory) join(m *slotMember, families int) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.members == nil {
+		s.members = map[*slotMember]bool{}
+	}
+	s.families += families
+	s.members[m] = true
+	m.applied = min(m.configured, WriteBufferShare(s.wbmCap, s.families))
+	return m.applied
+}
+
+// register records m's open DB and resizes every member to the current
+// share.
+func (s *SlotMemory) register(m *slotMember, db *C.rocksdb_t, cfs []*C.rocksdb_column_family_handle_t) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m.db, m.cfs = db, cfs
+	return s.rebalanceLocked()
+}
+
+// leave removes m (before its DB closes). The others keep their current
+// write buffers (shrinking is what bounds memory; growing them back would
+// cost an options rewrite per family); instances opened later get the
+// larger share.
+func (s *SlotMemory) leave(m *slotMember, families int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.members[m] {
+		return
+	}
+	delete(s.members, m)
+	s.families -= families
+	m.db, m.cfs = nil, nil
+}
+
+// rebalanceLocked shrinks every member's write buffers to the current
+// share (RocksDB's SetOptions: from each family's next memtable on; the
+// member retires its current memtables after its next write).
+func (s *SlotMemory) rebalanceLocked() error {
+	share := WriteBufferShare(s.wbmCap, s.families)
+	var first error
+	for m := range s.members {
+		if m.db == nil || len(m.cfs) == 0 {
+			continue
+		}
+		wb := min(m.configured, share)
+		if wb >= m.applied {
+			continue
+		}
+		arena := ArenaBlockSize(wb, s.wbmCap)
+		if err := cError(C.sfs_set_write_buffer(m.db, &m.cfs[0], C.size_t(len(m.cfs)), C.size_t(wb), C.size_t(arena))); err != nil {
+			if first == nil {
+				first = fmt.Errorf("engine: resizing write buffers to %d: %w", wb, err)
+			}
+			continue
+		}
+		m.retire.Store(true)
+		m.applied = wb
+	}
+	return first
+}
+
+// StateFamilies is the number of state column families of the RocksDB
+// instances open in the slot.
+func (s *SlotMemory) StateFamilies() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.families
+}
+
+// WriteBufferShare is the per-family write buffer for the families open now
+// (see the package function).
+func (s *SlotMemory) WriteBufferShare() int64 {
+	return WriteBufferShare(s.wbmCap, s.StateFamilies())
 }
 
 // Close frees the native cache and write-buffer manager once the last

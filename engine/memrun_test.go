@@ -11,7 +11,8 @@ func TestRunMemorySmoke(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 	for _, r := range rows {
-		if r.ArenaBlockSize != ArenaBlockSize(r.WriteBufferSize, r.WriteBufferCap) || r.CacheCapacity <= 0 {
+		if r.ArenaBlockSize != ArenaBlockSize(min(r.WriteBufferSize, r.WriteBufferShare), r.WriteBufferCap) || r.CacheCapacity <= 0 ||
+			r.WriteBufferShare > r.WriteBufferCap/int64(2*r.Operators) || r.TotalNative != r.CacheUsage+r.TableReadersMem {
 			t.Fatalf("row %+v", r)
 		}
 		t.Logf("%+v", r)

@@ -20,7 +20,10 @@ type RocksOptions struct {
 	// manager. Without it the instance gets a private 8 MiB cache.
 	Slot *SlotMemory
 	// WriteBufferSize is the configured memtable size per column family;
-	// zero means 64 MiB (RocksDB's and Flink's default).
+	// zero means 64 MiB (RocksDB's and Flink's default). With a Slot, each
+	// family gets the smaller of this and its share of the slot's
+	// write-buffer capacity (WriteBufferShare), resized as instances open
+	// and close in the slot.
 	WriteBufferSize int64
 	// MaxWriteBufferNumber defaults to 2.
 	MaxWriteBufferNumber int
@@ -71,6 +74,7 @@ type rocksBackend struct {
 	bbto     *grocksdb.BlockBasedTableOptions
 	wo       *grocksdb.WriteOptions
 	slotNat  *C.sfs_slot_memory_t
+	member   *slotMember // this instance's share of the slot's write buffers
 	cdb      *C.rocksdb_t
 	ccfs     []*C.rocksdb_column_family_handle_t
 	cro      *C.rocksdb_readoptions_t
@@ -158,6 +162,8 @@ func openRocks(dir string, layout Layout, states []StateDesc, ro RocksOptions, k
 			return nil, err
 		}
 		b.slotNat = nat
+		b.member = &slotMember{configured: ro.WriteBufferSize}
+		b.ropts.WriteBufferSize = ro.Slot.join(b.member, len(states))
 	} else {
 		b.bbto, b.cache = privateTableOptions(ro)
 	}
@@ -216,10 +222,17 @@ func (b *rocksBackend) open(keyGroupFiles bool) error {
 	b.cro = C.rocksdb_readoptions_create()
 	b.wo = grocksdb.NewDefaultWriteOptions()
 	b.wo.DisableWAL(true)
+	if b.member != nil {
+		return b.ropts.Slot.register(b.member, b.cdb, b.ccfs)
+	}
 	return nil
 }
 
 func (b *rocksBackend) release() {
+	if b.member != nil {
+		b.ropts.Slot.leave(b.member, len(b.states))
+		b.member = nil
+	}
 	if b.db != nil {
 		for _, h := range b.handles {
 			h.Destroy()
@@ -590,6 +603,14 @@ func (w *rocksBatch) Commit() error {
 		C.size_t(n), &w.ops[0], &w.states[0], kp, &w.klens[0], vp, &w.vlens[0])
 	if err := cError(cerr); err != nil {
 		return fmt.Errorf("engine: write batch: %w", err)
+	}
+	if m := w.b.member; m != nil && m.retire.Load() {
+		// The slot's write-buffer share shrank since these memtables were
+		// created: flush them once, so the next ones take the new (smaller)
+		// write buffer and arena block. The batch is committed either way;
+		// a failed flush only delays that.
+		m.retire.Store(false)
+		_ = cError(C.sfs_flush_cfs(w.b.cdb, &w.b.ccfs[0], C.size_t(len(w.b.ccfs))))
 	}
 	return nil
 }

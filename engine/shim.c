@@ -1,5 +1,6 @@
 #include "shim.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -443,4 +444,19 @@ rocksdb_compactionfilter_t* sfs_list_ttl_filter_new(int64_t ttl_ms,
 
 int64_t sfs_list_elems_dropped(void) {
   return __atomic_load_n(&list_elems_dropped, __ATOMIC_RELAXED);
+}
+
+char* sfs_set_write_buffer(rocksdb_t* db, rocksdb_column_family_handle_t** cfs,
+                           size_t n, size_t write_buffer, size_t arena) {
+  char wb[32], ab[32];
+  snprintf(wb, sizeof wb, "%zu", write_buffer);
+  snprintf(ab, sizeof ab, "%zu", arena);
+  const char* keys[2] = {"write_buffer_size", "arena_block_size"};
+  const char* vals[2] = {wb, ab};
+  for (size_t i = 0; i < n; i++) {
+    char* err = NULL;
+    rocksdb_set_options_cf(db, cfs[i], 2, keys, vals, &err);
+    if (err != NULL) return err;
+  }
+  return NULL;
 }

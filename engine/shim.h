@@ -76,6 +76,12 @@ rocksdb_compactionfilter_t* sfs_list_ttl_filter_new(int64_t ttl_ms,
 // Number of list elements the list filters dropped (for tests).
 int64_t sfs_list_elems_dropped(void);
 
+// Sets write_buffer_size and arena_block_size (mutable options: they apply
+// from each family's next memtable) on n column families. Returns NULL or
+// an error string (malloc'ed).
+char* sfs_set_write_buffer(rocksdb_t* db, rocksdb_column_family_handle_t** cfs,
+                           size_t n, size_t write_buffer, size_t arena);
+
 // CPU time consumed by the calling thread, in nanoseconds.
 int64_t sfs_thread_cpu_ns(void);
 

@@ -1,5 +1,8 @@
 package engine
 
+// #include "shim.h"
+import "C"
+
 import (
 	"encoding/binary"
 	"errors"
@@ -77,6 +80,12 @@ type MemoryResult struct {
 	WriteBufferUsage int64 `json:"write_buffer_manager_usage"`
 	WriteBufferCap   int64 `json:"write_buffer_manager_capacity"`
 	ArenaBlockSize   int64 `json:"arena_block_size"`
+	// WriteBufferShare is each family's share of the slot's write-buffer
+	// capacity; a family's write buffer is min(WriteBufferSize, share) and
+	// ArenaBlockSize one eighth of that.
+	WriteBufferShare int64 `json:"write_buffer_share"`
+	// TotalNative is CacheUsage (memtables included) plus TableReadersMem.
+	TotalNative int64 `json:"total_native"`
 }
 
 // StateBenchResult is everything `sfstate bench state` reports.
@@ -353,6 +362,7 @@ type perRecord struct {
 	states   []StateDesc
 	clock    *Clock
 	slot     *SlotMemory
+	member   *slotMember
 	val      []byte
 	out      []byte
 	list     []byte
@@ -371,11 +381,14 @@ func openPerRecord(dir string, states []StateDesc, ro RocksOptions) (*perRecord,
 		clock = SystemClock()
 	}
 	p := &perRecord{states: states, clock: clock, slot: ro.Slot}
+	// The same share of the slot's write buffers as an engine instance.
+	p.member = &slotMember{configured: ro.WriteBufferSize}
+	ro.WriteBufferSize = ro.Slot.join(p.member, len(states))
 	names := []string{"default"}
 	var cfo []*grocksdb.Options
 	base, err := columnFamilyOptions(ro, 0, 0, nat, nil)
 	if err != nil {
-		ro.Slot.release()
+		p.close() // leaves the slot and releases it
 		return nil, err
 	}
 	p.opts = append(p.opts, base)
@@ -399,10 +412,22 @@ func openPerRecord(dir string, states []StateDesc, ro RocksOptions) (*perRecord,
 	p.ro = grocksdb.NewDefaultReadOptions()
 	p.wo = grocksdb.NewDefaultWriteOptions()
 	p.wo.DisableWAL(true)
+	ccfs := make([]*C.rocksdb_column_family_handle_t, len(p.cfs))
+	for i, h := range p.cfs {
+		ccfs[i] = nativeCF(h)
+	}
+	if err := ro.Slot.register(p.member, nativeDB(db), ccfs); err != nil {
+		p.close()
+		return nil, err
+	}
 	return p, nil
 }
 
 func (p *perRecord) close() {
+	if p.member != nil {
+		p.slot.leave(p.member, len(p.states))
+		p.member = nil
+	}
 	if p.db != nil {
 		for _, h := range p.handles {
 			h.Destroy()

@@ -422,15 +422,17 @@ func runMemoryWith(cfg StateBenchConfig, dir string, wb, total int64, val []byte
 			}
 			b.Close()
 		}
+		share := slot.WriteBufferShare()
 		r := MemoryResult{Operators: n, WriteBufferSize: wb, CacheUsage: slot.CacheUsage(), CacheCapacity: slot.CacheCapacity(),
 			WriteBufferUsage: slot.WriteBufferUsage(), WriteBufferCap: slot.WriteBufferCapacity(),
-			ArenaBlockSize: ArenaBlockSize(wb, slot.WriteBufferCapacity())}
+			ArenaBlockSize: ArenaBlockSize(min(wb, share), slot.WriteBufferCapacity()), WriteBufferShare: share}
 		for _, be := range bes {
 			m, _ := be.Property("rocksdb.cur-size-all-mem-tables")
 			t, _ := be.Property("rocksdb.estimate-table-readers-mem")
 			r.MemTables += int64(m)
 			r.TableReadersMem += int64(t)
 		}
+		r.TotalNative = r.CacheUsage + r.TableReadersMem
 		closeAll()
 		out = append(out, r)
 	}

@@ -87,14 +87,14 @@ func runBenchState(c *cli.Context) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nNative memory, operators sharing one slot (same write volume)\n")
-	fmt.Fprintln(tw, "write buffer\toperators\tblock cache usage\tcache capacity\tmemtables\ttable readers\twbm usage\twbm capacity\tarena block\t")
+	fmt.Fprintln(tw, "write buffer\toperators\tshare\tarena block\ttotal native\tblock cache usage\tcache capacity\tmemtables\ttable readers\twbm usage\twbm capacity\t")
 	for _, m := range res.Memory {
-		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", m.WriteBufferSize, m.Operators, m.CacheUsage, m.CacheCapacity, m.MemTables, m.TableReadersMem, m.WriteBufferUsage, m.WriteBufferCap, m.ArenaBlockSize)
+		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", m.WriteBufferSize, m.Operators, m.WriteBufferShare, m.ArenaBlockSize, m.TotalNative, m.CacheUsage, m.CacheCapacity, m.MemTables, m.TableReadersMem, m.WriteBufferUsage, m.WriteBufferCap)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "(each memtable holding data owns at least one arena block: 2 states x operators x arena block is a floor the shared capacity cannot undercut)")
+	fmt.Fprintln(w, "(total native = block cache usage, memtables included, + table readers; each family's write buffer is min(configured, share of the wbm capacity), its arena block 1/8 of that)")
 	return nil
 }
 
