@@ -35,14 +35,70 @@ const (
 // batchEntries is a variable for tests (small batches on small data).
 var batchEntries = 512
 
-// batch is a run of entries of one key group: their bytes in data and, for
-// ModeDecode, their values in arena.
+// batch is a run of entries of one key group: built in place by the
+// worker's reader, their bytes in the read windows wins (shared with
+// neighbouring batches) and, for ModeDecode, their values in arena.
 type batch struct {
 	entries []keyed.Entry
-	data    []byte
+	bytes   int // key and value bytes of the entries
+	wins    []*window
 	arena   *serde.Arena
 	// err ends the key group: the read failed after the entries.
 	err error
+}
+
+// window is a read window of a worker's reader (keyed.ReadOptions.Windows)
+// with the number of batches aliasing it, plus one while the reader fills
+// it; at zero it goes back to the pool.
+type window struct {
+	buf  []byte
+	refs atomic.Int32
+}
+
+// windowPool recycles read windows of windowBytes.
+type windowPool struct{ free chan []byte }
+
+const windowBytes = 1 << 20
+
+func (p *windowPool) get() []byte {
+	select {
+	case b := <-p.free:
+		return b
+	default:
+		return make([]byte, windowBytes)
+	}
+}
+
+func (w *window) release(p *windowPool) {
+	if w.refs.Add(-1) != 0 || len(w.buf) != windowBytes {
+		return
+	}
+	select {
+	case p.free <- w.buf:
+	default:
+	}
+}
+
+// workerWindows is the keyed.WindowSource of one worker's reader.
+type workerWindows struct {
+	pool      *windowPool
+	cur, prev *window
+}
+
+func (ws *workerWindows) Get() []byte {
+	ws.prev, ws.cur = ws.cur, &window{buf: ws.pool.get()}
+	ws.cur.refs.Store(1)
+	return ws.cur.buf
+}
+
+func (ws *workerWindows) Retire(b []byte) {
+	// The reader retires the window it filled before the one Get just
+	// gave it (windows it allocated itself for oversized entries are
+	// not pooled).
+	if w := ws.prev; w != nil && len(b) > 0 && len(w.buf) > 0 && &w.buf[0] == &b[0] {
+		ws.prev = nil
+		w.release(ws.pool)
+	}
 }
 
 // batchPool recycles batches. With reuse, a recycled batch's arena is
@@ -58,7 +114,7 @@ func (p *batchPool) get() *batch {
 	select {
 	case b = <-p.free:
 	default:
-		b = &batch{entries: make([]keyed.Entry, 0, batchEntries), data: make([]byte, 0, 2*batchBytes)}
+		b = &batch{entries: make([]keyed.Entry, 0, batchEntries)}
 		if p.reuse {
 			b.arena = serde.NewReusableArena()
 		}
@@ -69,13 +125,14 @@ func (p *batchPool) get() *batch {
 	return b
 }
 
-func (p *batchPool) put(b *batch) {
+func (p *batchPool) put(b *batch, wp *windowPool) {
 	clear(b.entries) // drop references to values and bytes
-	b.entries, b.err = b.entries[:0], nil
-	if cap(b.data) > 8*batchBytes {
-		b.data = make([]byte, 0, 2*batchBytes) // one huge entry: do not keep its buffer
+	b.entries, b.err, b.bytes = b.entries[:0], nil, 0
+	for _, w := range b.wins {
+		w.release(wp)
 	}
-	b.data = b.data[:0]
+	clear(b.wins)
+	b.wins = b.wins[:0]
 	if p.reuse {
 		b.arena.Reset()
 	} else {
@@ -108,11 +165,13 @@ func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFi
 	}
 	reuse := ropts.ReuseValues && ropts.Mode == keyed.ModeDecode
 	pool := &batchPool{reuse: reuse, free: make(chan *batch, 2*workers*(batchesAhead+1)+2)}
+	wpool := &windowPool{free: make(chan []byte, 4*workers*(batchesAhead+1)+4)}
 	var next atomic.Int64
 	ends := blockEnds(h)
 	worker := func(obj *Object) {
 		defer wg.Done()
 		var br keyed.BlockReader
+		ws := &workerWindows{pool: wpool}
 		for {
 			select {
 			case slots <- struct{}{}:
@@ -126,7 +185,7 @@ func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFi
 			}
 			ch := chans[i]
 			send := func(b *batch) bool {
-				if len(b.data) > 2*batchBytes {
+				if b.bytes > 2*batchBytes {
 					// Oversized entries: queue them only for the key group
 					// being consumed, so at most one per worker is held.
 					select {
@@ -144,15 +203,26 @@ func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFi
 			}
 			b := pool.get()
 			ro := ropts
-			ro.Arena, ro.ExpectedEnd = b.arena, ends.after(offs[i])
+			ro.Arena, ro.ExpectedEnd, ro.Windows = b.arena, ends.after(offs[i]), ws
+			// Entries are built in place in the batch and alias the
+			// worker's read windows, which stay intact until every batch
+			// using them is consumed: nothing is copied.
+			ro.EntrySlot = func() *keyed.Entry {
+				n := len(b.entries)
+				return &b.entries[:n+1][n]
+			}
 			err := br.Read(obj, obj.Size(), f.name, f.header, kgs[i], offs[i], ro, func(e *keyed.Entry) error {
 				if o.State != "" && e.State.Name != o.State {
-					return nil
+					return nil // its slot is reused
 				}
 				n := len(b.entries)
 				b.entries = b.entries[:n+1]
-				b.data = e.CopyTo(&b.entries[n], b.data)
-				if n+1 == cap(b.entries) || len(b.data) >= batchBytes {
+				b.bytes += len(e.KeyBytes) + len(e.ValueBytes)
+				if len(b.wins) == 0 || b.wins[len(b.wins)-1] != ws.cur {
+					ws.cur.refs.Add(1)
+					b.wins = append(b.wins, ws.cur)
+				}
+				if n+1 == cap(b.entries) || b.bytes >= batchBytes {
 					// Full: the next entry decodes into the next batch.
 					if !send(b) {
 						return ctx.Err()
@@ -171,7 +241,7 @@ func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFi
 					return
 				}
 			} else {
-				pool.put(b)
+				pool.put(b, wpool)
 			}
 			close(ch)
 		}
@@ -215,7 +285,7 @@ func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFi
 			if b.err != nil {
 				return b.err
 			}
-			pool.put(b)
+			pool.put(b, wpool)
 		}
 		<-slots
 		if o.Progress != nil {

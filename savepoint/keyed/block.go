@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"unsafe"
 
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
@@ -63,6 +64,18 @@ type ReadOptions struct {
 	// ignored), so the caller decides how long values live. SetArena
 	// switches it during a read.
 	Arena *serde.Arena
+	// Windows, when set, keeps read windows intact once entries alias
+	// them, so entries stay valid after their callback: the reader takes
+	// windows from Windows.Get and, where it would slide unread bytes to
+	// the front of a used-up window (or start a new block at its front),
+	// continues in a fresh window instead (copying only the partial entry
+	// at the end) and hands the old one to Windows.Retire. The caller
+	// decides when a retired window may be handed out again.
+	Windows WindowSource
+	// EntrySlot, when set, gives the *Entry the next entry is built in
+	// (instead of the reader's own), e.g. a slot of a caller's batch. The
+	// callback receives that pointer.
+	EntrySlot func() *Entry
 	// ExpectedEnd, when > 0 (and End is not set), is where the block is
 	// expected to end, e.g. the next block's offset: reads are sized not
 	// to go far past it, and nothing is enforced.
@@ -73,6 +86,26 @@ type ReadOptions struct {
 	// fetching read-ahead they do not need — and an uncompressed block that
 	// ends before End is reported as corrupt.
 	End int64
+}
+
+// WindowSource supplies the read windows of ReadOptions.Windows.
+type WindowSource interface {
+	// Get returns a window to read into (its length is the read size; a
+	// window shorter than an entry is replaced by a larger allocation).
+	Get() []byte
+	// Retire tells that the reader no longer writes into w; entries
+	// handed out still alias it.
+	Retire(w []byte)
+}
+
+// sameSource reports whether two window sources are the same (sources
+// of non-comparable types never are).
+func sameSource(a, b WindowSource) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	return ta == tb && ta.Comparable() && a == b
 }
 
 // Entry is one key/value entry of a key-group block. Byte slices alias
@@ -122,6 +155,7 @@ type BlockReader struct {
 	src    io.Reader
 	srcPos int64 // bytes taken from src
 	hint   int64 // expected block length (0 = unknown): reads stop there
+	wins   WindowSource
 	entry  Entry
 	decs   [2]binfmt.Decbuf
 
@@ -224,6 +258,19 @@ const (
 // io.ErrUnexpectedEOF when the block ends first).
 func (r *BlockReader) fill(n int) error {
 	for r.ww-r.wr < n {
+		if r.ww == len(r.win) && r.wins != nil {
+			// Pinned windows: continue in a fresh one.
+			nb := r.wins.Get()
+			if len(nb) < n || len(nb) < r.ww-r.wr+minWindowRead {
+				nb = make([]byte, max(n, 2*(r.ww-r.wr), blockWindow))
+			}
+			k := copy(nb, r.win[r.wr:r.ww])
+			if r.win != nil {
+				r.wins.Retire(r.win)
+			}
+			r.win, r.wr, r.ww = nb, 0, k
+			continue
+		}
 		if r.ww == len(r.win) {
 			if len(r.win) < blockWindow {
 				// A long block: read it through the full window.
@@ -451,7 +498,15 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 		// ones.
 		r.src, r.hint = r.snappy, 0
 	}
-	if r.win == nil || len(r.win) > keepWindow {
+	if !sameSource(r.wins, o.Windows) {
+		// Never write into a window of another source (or one that
+		// entries of a pinned read still alias), nor retire ours into it.
+		r.win, r.wr, r.ww, r.wins = nil, 0, 0, o.Windows
+	}
+	if r.wins != nil {
+		// Continue after the bytes earlier entries alias.
+		r.wr = r.ww
+	} else if r.win == nil || len(r.win) > keepWindow {
 		// Start small (one-off readers of small blocks); fill grows the
 		// window to blockWindow for long blocks.
 		n := min(int64(startWindow), limit-off)
@@ -459,8 +514,10 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 			n = min(n, r.hint)
 		}
 		r.win = make([]byte, max(n, 64))
+		r.wr, r.ww = 0, 0
+	} else {
+		r.wr, r.ww = 0, 0
 	}
-	r.wr, r.ww = 0, 0
 	defer func() { r.src = nil }()
 	prefix := KeyGroupPrefixBytes(o.MaxParallelism)
 	reuse := o.ReuseValues && o.Mode == ModeDecode && o.Arena == nil
@@ -493,6 +550,9 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 			return r.errAt(entryPos+4, fmt.Errorf("%w: entry key-group prefix %d in the block of key group %d", binfmt.ErrCorrupt, g, keyGroup))
 		}
 		e := &r.entry
+		if o.EntrySlot != nil {
+			e = o.EntrySlot()
+		}
 		*e = Entry{KeyGroup: keyGroup, State: st, BlockPos: entryPos, KeyBytes: key, ValueBytes: val}
 		e.Offset = r.off + entryPos
 		if r.compress {
