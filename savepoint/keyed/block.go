@@ -261,8 +261,10 @@ func (r *BlockReader) fill(n int) error {
 		if r.ww == len(r.win) && r.wins != nil {
 			// Pinned windows: continue in a fresh one.
 			nb := r.wins.Get()
-			if len(nb) < n || len(nb) < r.ww-r.wr+minWindowRead {
-				nb = make([]byte, max(n, 2*(r.ww-r.wr), blockWindow))
+			if len(nb) < n {
+				// An entry larger than a window: grow, at most doubling
+				// the bytes read so far (the unread tail, shorter than n).
+				nb = make([]byte, min(n, max(2*(r.ww-r.wr), blockWindow)))
 			}
 			k := copy(nb, r.win[r.wr:r.ww])
 			if r.win != nil {

@@ -3,7 +3,10 @@ package keyed
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"testing"
+
+	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
 // decodeJSON decodes every entry of a stream and renders each in its
@@ -79,6 +82,93 @@ func TestReuseValuesDecodesAlike(t *testing.T) {
 		}
 		if wantJSON, _ := json.Marshal(want); len(kept) == 0 || string(got) != string(wantJSON) {
 			t.Fatalf("%+v: values retained from fresh reads changed after reused reads", c)
+		}
+	}
+}
+
+// testWindows hands out small fresh windows and records retirements.
+type testWindows struct {
+	size           int
+	got, retired   int
+	retiredUnknown bool
+	handed         map[*byte]bool
+}
+
+func (w *testWindows) Get() []byte {
+	b := make([]byte, w.size)
+	w.handed[&b[0]] = true
+	w.got++
+	return b
+}
+
+func (w *testWindows) Retire(b []byte) {
+	if !w.handed[&b[0]] {
+		w.retiredUnknown = true
+	}
+	w.retired++
+}
+
+// TestPinnedWindowsKeepEntries: with ReadOptions.Windows and EntrySlot,
+// entries (bytes and values) stay valid after their callbacks, across
+// many small windows, key groups and both stream kinds.
+func TestPinnedWindowsKeepEntries(t *testing.T) {
+	for _, compressed := range []bool{false, true} {
+		data, offs, n := sqlStream(compressed, 128, 6, 40)
+		want := decodeJSON(t, data, 128, offs, false)
+		h, _, err := ReadHeader(bytes.NewReader(data), "synthetic")
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := &testWindows{size: 300, handed: map[*byte]bool{}}
+		var kept []*Entry
+		var br BlockReader
+		for _, kg := range sortedKGs(offs) {
+			o := ReadOptions{MaxParallelism: 128, Windows: ws, Arena: serde.NewArena(), EntrySlot: func() *Entry { return new(Entry) }}
+			err := br.Read(bytes.NewReader(data), int64(len(data)), "synthetic", h, kg, offs[kg], o, func(e *Entry) error {
+				kept = append(kept, e)
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(kept) != n || ws.got < 10 || ws.retired != ws.got-1 || ws.retiredUnknown {
+			t.Fatalf("compressed=%v: %d entries, %d windows, %d retired (unknown %v)", compressed, len(kept), ws.got, ws.retired, ws.retiredUnknown)
+		}
+		for i, e := range kept {
+			b, _ := json.Marshal([]any{e.KeyGroup, e.State.Name, e.Key, e.Namespace, e.UserKey, e.Value, e.TTLTimestamp})
+			if string(b) != want[i] {
+				t.Fatalf("compressed=%v entry %d after the reads:\n got  %s\n want %s", compressed, i, b, want[i])
+			}
+		}
+		// Damaged streams fail alike with and without pinned windows.
+		failures := 0
+		for _, cut := range []int{len(data) / 2, len(data) - 3} {
+			for _, kg := range sortedKGs(offs) {
+				if offs[kg] >= int64(cut) {
+					continue
+				}
+				var errs [2]string
+				for i, o := range []ReadOptions{{MaxParallelism: 128}, {MaxParallelism: 128, Windows: &testWindows{size: 200, handed: map[*byte]bool{}}, EntrySlot: func() *Entry { return new(Entry) }}} {
+					err := br.Read(bytes.NewReader(data[:cut]), int64(cut), "synthetic", h, kg, offs[kg], o, func(*Entry) error { return nil })
+					errs[i] = fmt.Sprint(err)
+				}
+				if errs[0] != errs[1] {
+					t.Fatalf("compressed=%v cut %d kg %d: %s, pinned: %s", compressed, cut, kg, errs[0], errs[1])
+				}
+				if errs[0] != "<nil>" {
+					failures++
+				}
+			}
+		}
+		if failures < 2 {
+			t.Fatalf("compressed=%v: %d reads of cut streams failed", compressed, failures)
+		}
+		// The kept byte slices still frame a decodable entry.
+		for _, e := range kept[:5] {
+			if len(e.KeyBytes) == 0 || int(e.KeyBytes[0]) != e.KeyGroup {
+				t.Fatalf("key bytes % x of key group %d", e.KeyBytes, e.KeyGroup)
+			}
 		}
 	}
 }
