@@ -29,6 +29,7 @@ type StateBenchConfig struct {
 	ManagedMemory int64  // slot managed memory for every instance
 	MemoryBytes   int64  // bytes written in the memory comparison (default 32 MiB)
 	MicroOnly     bool   // run only the micro-benchmarks
+	MemoryOnly    bool   // run only the memory comparison
 	Seed          uint64
 	// Progress, when set, is told each finished step.
 	Progress func(step string)
@@ -666,6 +667,15 @@ func RunStateBench(cfg StateBenchConfig) (*StateBenchResult, error) {
 	}
 	out := &StateBenchResult{}
 	logSum, logCPU := 0.0, 0.0
+	if cfg.MemoryOnly {
+		mem, err := runMemory(cfg, dir)
+		if err != nil {
+			return nil, err
+		}
+		out.Memory = mem
+		note("memory")
+		return out, nil
+	}
 	if cfg.MicroOnly {
 		micro, err := runMicro(cfg, dir, note)
 		if err != nil {

@@ -24,6 +24,7 @@ func init() {
 			&cli.IntFlag{Name: "micro-keys", Usage: "keys set up per micro-benchmark (default 200000, --quick 20000)"},
 			&cli.IntFlag{Name: "micro-ops", Usage: "operations per micro-benchmark (default 500000, --quick 50000)"},
 			&cli.BoolFlag{Name: "micro-only", Usage: "run only the Flink state micro-benchmarks"},
+			&cli.BoolFlag{Name: "memory-only", Usage: "run only the 1/4/16-operator slot memory comparison"},
 			&cli.Int64Flag{Name: "memory-mib", Usage: "MiB written in the memory comparison (default 32)"},
 		},
 		Action: runBenchState,
@@ -39,6 +40,7 @@ func runBenchState(c *cli.Context) error {
 		MicroKeys:  200_000,
 		MicroOps:   500_000,
 		MicroOnly:  c.Bool("micro-only"),
+		MemoryOnly: c.Bool("memory-only"),
 	}
 	if c.Bool("quick") {
 		cfg.Events, cfg.MicroKeys, cfg.MicroOps = 200_000, 20_000, 50_000
@@ -72,8 +74,11 @@ func runBenchState(c *cli.Context) error {
 		return enc.Encode(res)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	if cfg.MicroOnly {
+	if cfg.MicroOnly && !cfg.MemoryOnly {
 		return printMicro(w, tw, cfg, res)
+	}
+	if cfg.MemoryOnly {
+		return printMemory(w, tw, res)
 	}
 	fmt.Fprintf(w, "Nexmark-shaped state workloads (%d events, bundles of %d, WAL off)\n", cfg.Events, cfg.BundleSize)
 	fmt.Fprintln(tw, "workload\tper-record ev/s\tbundled ev/s\tspeedup\tthread-CPU speedup\tcommit p50 ms\tcommit p99 ms\t")
@@ -86,7 +91,12 @@ func runBenchState(c *cli.Context) error {
 	if err := printMicro(w, tw, cfg, res); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nNative memory, operators sharing one slot (same write volume)\n")
+	fmt.Fprintln(w)
+	return printMemory(w, tw, res)
+}
+
+func printMemory(w io.Writer, tw *tabwriter.Writer, res *engine.StateBenchResult) error {
+	fmt.Fprintf(w, "Native memory, operators sharing one slot (same write volume)\n")
 	fmt.Fprintln(tw, "write buffer\toperators\tshare\tarena block\ttotal native\tblock cache usage\tcache capacity\tmemtables\ttable readers\twbm usage\twbm capacity\t")
 	for _, m := range res.Memory {
 		fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t\n", m.WriteBufferSize, m.Operators, m.WriteBufferShare, m.ArenaBlockSize, m.TotalNative, m.CacheUsage, m.CacheCapacity, m.MemTables, m.TableReadersMem, m.WriteBufferUsage, m.WriteBufferCap)
