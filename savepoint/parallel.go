@@ -116,7 +116,10 @@ func (p *batchPool) get() *batch {
 	default:
 		b = &batch{entries: make([]keyed.Entry, 0, batchEntries)}
 		if p.reuse {
+			// The batch's windows stay intact until its values are
+			// recycled: strings alias them.
 			b.arena = serde.NewReusableArena()
+			b.arena.SetViews(true)
 		}
 	}
 	if !p.reuse {

@@ -274,6 +274,8 @@ func (r *BlockReader) fill(n int) error {
 			continue
 		}
 		if r.ww == len(r.win) {
+			// Bytes move: a cached decoded key may alias them.
+			r.lastKeyOK = false
 			if len(r.win) < blockWindow {
 				// A long block: read it through the full window.
 				nb := make([]byte, blockWindow)
@@ -395,7 +397,10 @@ func (r *BlockReader) useArena(reuse bool, ext *serde.Arena) {
 	}
 	if reuse {
 		if r.rarena == nil {
+			// Values live during their callback, the window's bytes too:
+			// strings alias the window.
 			r.rarena = serde.NewReusableArena()
+			r.rarena.SetViews(true)
 		}
 		a = r.rarena
 	} else {

@@ -2,8 +2,10 @@ package keyed
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/sfstate/sfstate/savepoint/serde"
@@ -32,16 +34,27 @@ func decodeJSON(t *testing.T, data []byte, maxPar int, offs map[int]int64, reuse
 	return out
 }
 
-// TestReuseValuesDecodesAlike: decoding into recycled memory yields the
-// same entries as decoding into fresh memory, across many arena resets
-// (blocks of far more than reuseEvery entries, keys shared by
+// TestReuseValuesDecodesAlike: decoding into recycled memory (strings
+// aliasing the read window) yields the same entries as decoding into fresh
+// memory, across many arena resets and window slides (blocks of far more
+// than reuseEvery entries and longer than the window, keys shared by
 // consecutive entries, compressed and not).
 func TestReuseValuesDecodesAlike(t *testing.T) {
 	for _, c := range []struct {
-		compressed bool
-		maxPar     int
-	}{{false, 128}, {true, 128}, {false, 32768}} {
-		data, offs, n := sqlStream(c.compressed, c.maxPar, 4, 300)
+		compressed   bool
+		maxPar       int
+		groups, keys int
+	}{{false, 128, 4, 300}, {true, 128, 4, 300}, {false, 32768, 4, 300},
+		// A block longer than the read window: the window slides under
+		// string values that alias it.
+		{false, 128, 1, 4000},
+		// Same with string keys shared by consecutive entries (a cached
+		// decoded key aliasing the window); keys < 0 selects it.
+		{false, 128, 2, -2500}} {
+		data, offs, n := sqlStream(c.compressed, c.maxPar, c.groups, c.keys)
+		if c.keys < 0 {
+			data, offs, n = stringKeyStream(c.maxPar, c.groups, -c.keys)
+		}
 		fresh := decodeJSON(t, data, c.maxPar, offs, false)
 		reused := decodeJSON(t, data, c.maxPar, offs, true)
 		if len(fresh) != n || len(reused) != n {
@@ -171,4 +184,32 @@ func TestPinnedWindowsKeepEntries(t *testing.T) {
 			}
 		}
 	}
+}
+
+// stringKeyStream is a stream with ROW<BIGINT, STRING> keys, each holding
+// a VALUE entry and three MAP entries (consecutive entries share the key).
+func stringKeyStream(maxPar, keyGroups, keysPerGroup int) ([]byte, map[int]int64, int) {
+	voidNS := simpleSnap(serde.ClassVoid)
+	hdr := headerBytes(false, rowSnap(fBigInt, fString),
+		kvState("v", "VALUE", voidNS, rowSnap(fString)),
+		kvState("m", "MAP", voidNS, compositeSnap(serde.ClassMap, 1, nil, simpleSnap(serde.ClassInt), rowSnap(fString))),
+	)
+	var entries []synthEntry
+	n := 0
+	for g := 0; g < keyGroups; g++ {
+		kg := g * maxPar / keyGroups
+		for k := 0; k < keysPerGroup; k++ {
+			id := int64(g*keysPerGroup + k)
+			key := append(prefixBytes(kg, maxPar), rowBytes(0, id, fmt.Sprintf("key-%d-%s", id, strings.Repeat("x", int(id%200))))...)
+			key = append(key, 0)
+			entries = append(entries, synthEntry{kg: kg, state: 0, key: key, value: rowBytes(0, fmt.Sprintf("value-%d", id))})
+			for u := 0; u < 3; u++ {
+				uk := binary.BigEndian.AppendUint32(append([]byte{}, key...), uint32(u))
+				entries = append(entries, synthEntry{kg: kg, state: 1, key: uk, value: append([]byte{0}, rowBytes(0, fmt.Sprintf("uv-%d-%d", id, u))...)})
+			}
+			n += 4
+		}
+	}
+	data, offs := buildStream(hdr, false, maxPar, entries)
+	return data, offs, n
 }

@@ -21,6 +21,7 @@ import (
 // collector has nothing to do.
 type Arena struct {
 	reuse bool
+	views bool
 	rows4 slabList[rowWith4]
 	rows8 slabList[rowWith8]
 	ttls  slabList[TTLValue]
@@ -34,6 +35,17 @@ func NewArena() *Arena { return &Arena{} }
 
 // NewReusableArena returns an empty arena whose memory Reset recycles.
 func NewReusableArena() *Arena { return &Arena{reuse: true} }
+
+// SetViews makes a reusable arena build string values that alias the
+// decoded bytes instead of copying them. Only for values that are not used
+// once those bytes change (a reader's window is overwritten after the
+// callback, like the values are recycled); an arena from NewArena ignores
+// it.
+func (a *Arena) SetViews(on bool) {
+	if a != nil {
+		a.views = on && a.reuse
+	}
+}
 
 // Reusable reports whether Reset recycles the arena's memory.
 func (a *Arena) Reusable() bool { return a != nil && a.reuse }
@@ -215,6 +227,9 @@ func ArenaValues(a *Arena, n int) []Value { return a.values(n) }
 // written once and, unless the arena is reset, never modified afterwards,
 // which keeps the strings immutable.
 func (a *Arena) str(b []byte) string {
+	if a != nil && a.views && len(b) > 0 {
+		return unsafe.String(&b[0], len(b))
+	}
 	if a == nil || len(b) == 0 || len(b) > arenaMaxString {
 		return string(b)
 	}
