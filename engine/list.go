@@ -176,3 +176,36 @@ func mergeListValues(dst []byte, vals ...[]byte) ([]byte, error) {
 	}
 	return dst, nil
 }
+
+// ListMergeName is the name of the list merge operator in the OPTIONS file
+// of an engine RocksDB directory (merge_operator of list families).
+const ListMergeName = "sfstate.list"
+
+// ListMergeOperator is the engine's list merge operator as a
+// grocksdb.MergeOperator, for tools that open an engine RocksDB directory
+// (or a native checkpoint of one) themselves: list appends are merge
+// records until a compaction folds them, and only this operator merges them
+// into the stored list format. Families whose OPTIONS name ListMergeName
+// need it; Flink's own list families need Flink's string-append operator.
+// Keep the grocksdb.Options it is set on alive: grocksdb v1.7.15's
+// Options.Destroy frees a Go merge operator after the options owning it.
+type ListMergeOperator struct{}
+
+// Name returns ListMergeName.
+func (ListMergeOperator) Name() string { return ListMergeName }
+
+// FullMerge concatenates the existing list value (if any) and the operands.
+func (ListMergeOperator) FullMerge(_, existing []byte, operands [][]byte) ([]byte, bool) {
+	vals := make([][]byte, 0, len(operands)+1)
+	if len(existing) > 0 {
+		vals = append(vals, existing)
+	}
+	out, err := mergeListValues(nil, append(vals, operands...)...)
+	return out, err == nil
+}
+
+// PartialMerge concatenates two operands.
+func (ListMergeOperator) PartialMerge(_, left, right []byte) ([]byte, bool) {
+	out, err := mergeListValues(nil, left, right)
+	return out, err == nil
+}
