@@ -422,9 +422,14 @@ func typeString(s *serde.Snapshot) string {
 // ScanSummary reads the keyed state selected by o and fills per-state types
 // and statistics of sum (made by Summarize for the same savepoint). Native
 // handles are skipped (their header, when readable, still lists the
-// states).
+// states). o.Workers 0 means DefaultWorkers here (1 reads sequentially).
 func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions) error {
 	o.SkipNative = true
+	if o.Workers == 0 {
+		// The statistics do not depend on the order of entries, and the
+		// callback keeps no entry: decode with every core.
+		o.Workers = DefaultWorkers()
+	}
 	if o.NowMillis == 0 {
 		o.NowMillis = time.Now().UnixMilli()
 	}
