@@ -10,9 +10,12 @@ import (
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
-// DefaultWorkers is a ScanOptions.Workers value that uses one decode
-// worker per CPU the Go scheduler runs on (GOMAXPROCS).
-func DefaultWorkers() int { return runtime.GOMAXPROCS(0) }
+// DefaultWorkers is a ScanOptions.Workers value: one decode worker per CPU
+// the Go scheduler runs on (GOMAXPROCS), at most maxDefaultWorkers (each
+// worker keeps up to a few MiB of batches and read windows in flight).
+func DefaultWorkers() int { return min(runtime.GOMAXPROCS(0), maxDefaultWorkers) }
+
+const maxDefaultWorkers = 8
 
 // Parallel decoding of one keyed file: workers claim key groups in
 // ascending order, each reading its blocks through its own range reader and
