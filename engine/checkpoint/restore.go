@@ -456,8 +456,13 @@ var (
 )
 
 func fetch(ctx context.Context, st s3.Storage, o Object, dst string) error {
+	return fetchRanged(ctx, st, o, dst, rangedThreshold, rangedChunk, rangedInFlight)
+}
+
+// fetchRanged is fetch with its own ranged-read parameters.
+func fetchRanged(ctx context.Context, st s3.Storage, o Object, dst string, threshold, chunk int64, inFlight int) error {
 	tmp := dst + ".part"
-	err := fetchTo(ctx, st, o, tmp)
+	err := fetchTo(ctx, st, o, tmp, threshold, chunk, inFlight)
 	if err != nil {
 		os.Remove(tmp)
 		if errors.Is(err, ErrCorrupt) {
@@ -471,13 +476,13 @@ func fetch(ctx context.Context, st s3.Storage, o Object, dst string) error {
 	return os.Rename(tmp, dst)
 }
 
-func fetchTo(ctx context.Context, st s3.Storage, o Object, tmp string) error {
+func fetchTo(ctx context.Context, st s3.Storage, o Object, tmp string, threshold, chunk int64, inFlight int) error {
 	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if o.Size <= rangedThreshold {
+	if o.Size <= threshold {
 		rc, err := st.Get(ctx, o.Key)
 		if err != nil {
 			return err
@@ -493,9 +498,9 @@ func fetchTo(ctx context.Context, st s3.Storage, o Object, tmp string) error {
 		return f.Close()
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(rangedInFlight)
-	for off := int64(0); off < o.Size; off += rangedChunk {
-		off, n := off, min(rangedChunk, o.Size-off)
+	g.SetLimit(inFlight)
+	for off := int64(0); off < o.Size; off += chunk {
+		off, n := off, min(chunk, o.Size-off)
 		g.Go(func() error {
 			rc, err := st.GetRange(gctx, o.Key, off, n)
 			if err != nil {

@@ -95,6 +95,9 @@ type LazyStats struct {
 	// Import, Rewrite and Ingest: time the adoption spent building scratch
 	// imports, rewriting their entries into SST files and ingesting.
 	Import, Rewrite, Ingest time.Duration
+	// PrioFetch and PrioAdopt: the longest time a waited-for unit took
+	// to be downloaded after the first wait, and to be adopted after that.
+	PrioFetch, PrioAdopt time.Duration
 	// Waits counts accesses that waited for a unit; Prioritized the units
 	// moved to the front of the queue by them.
 	Waits, Prioritized int
@@ -118,6 +121,9 @@ type Lazy struct {
 	units    []*unit
 	pending  atomic.Int64 // units not yet adopted
 	allLocal atomic.Bool  // done is closed (by the adopter that got pending to 0)
+	// prioFetching counts waited-for units not yet downloaded; the bulk
+	// downloaders start no new file meanwhile.
+	prioFetching atomic.Int64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -148,8 +154,10 @@ type unit struct {
 	next   int  // next file to start
 	left   int  // files not yet downloaded
 	prio   bool // waited for
-	ready  chan struct{}
-	isDone atomic.Bool
+	// prioAt: when first waited for; fetchedAt: when downloaded.
+	prioAt, fetchedAt time.Time
+	ready             chan struct{}
+	isDone            atomic.Bool
 }
 
 // part is one old subtask's files of a unit.
@@ -430,6 +438,13 @@ func (l *Lazy) nextFile(prioOnly bool) (*unit, int, bool) {
 func (l *Lazy) downloader(prioOnly bool) {
 	defer l.wg.Done()
 	for {
+		for !prioOnly && l.prioFetching.Load() > 0 {
+			select {
+			case <-time.After(5 * time.Millisecond):
+			case <-l.stop:
+				return
+			}
+		}
 		u, k, ok := l.nextFile(prioOnly)
 		if !ok {
 			if !prioOnly {
@@ -448,7 +463,15 @@ func (l *Lazy) downloader(prioOnly bool) {
 		dst := filepath.Join(l.work, "files", f.obj.Name)
 		reused := l.reuse(f, dst)
 		if !reused {
-			if err := checkpoint.FetchObject(l.ctx, l.st, f.obj, dst); err != nil {
+			fetch := checkpoint.FetchObject
+			if prioOnly {
+				// A waiting access: more, smaller ranges in flight, to
+				// take a larger share of a link the bulk downloads fill.
+				fetch = func(ctx context.Context, st s3.Storage, o checkpoint.Object, dst string) error {
+					return checkpoint.FetchObjectRanged(ctx, st, o, dst, 2<<20, 8)
+				}
+			}
+			if err := fetch(l.ctx, l.st, f.obj, dst); err != nil {
 				l.fail(fmt.Errorf("%w: %w", ErrAdoption, err))
 				return
 			}
@@ -463,6 +486,10 @@ func (l *Lazy) downloader(prioOnly bool) {
 		}
 		u.left--
 		if u.left == 0 {
+			if u.prio {
+				l.prioFetching.Add(-1)
+			}
+			u.fetchedAt = time.Now()
 			l.fetched = append(l.fetched, u)
 			signal(l.kick)
 			if u.prio {
@@ -578,6 +605,19 @@ func (l *Lazy) adopter(prioOnly bool) {
 			l.fail(fmt.Errorf("%w: %w", ErrAdoption, err))
 			return
 		}
+		now := time.Now()
+		l.mu.Lock()
+		for _, u := range batch {
+			if u.prio {
+				l.stats.PrioFetch = max(l.stats.PrioFetch, u.fetchedAt.Sub(u.prioAt))
+				from := u.fetchedAt
+				if u.prioAt.After(from) {
+					from = u.prioAt
+				}
+				l.stats.PrioAdopt = max(l.stats.PrioAdopt, now.Sub(from))
+			}
+		}
+		l.mu.Unlock()
 		for _, u := range batch {
 			u.isDone.Store(true)
 			close(u.ready)
@@ -873,6 +913,10 @@ func (l *Lazy) waitUnits(need []*unit) error {
 		waits = true
 		if !u.prio {
 			u.prio = true
+			u.prioAt = time.Now()
+			if u.left > 0 {
+				l.prioFetching.Add(1)
+			}
 			l.stats.Prioritized++
 			if u.next < len(u.files) {
 				l.prio = append(l.prio, u)
