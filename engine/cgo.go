@@ -87,7 +87,10 @@ func nativeListMerge(vals [][]byte) (out []byte, ok bool) {
 	ps := unsafe.Slice((**C.char)(ptrs), n+1)
 	ls := unsafe.Slice((*C.size_t)(lens), n+1)
 	for i, v := range vals {
-		ps[i] = (*C.char)(C.CBytes(append(v, 0)))
+		// a private C copy (never appended to the caller's slice)
+		c := (*C.char)(C.malloc(C.size_t(len(v) + 1)))
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(c)), len(v)+1), v)
+		ps[i] = c
 		ls[i] = C.size_t(len(v))
 	}
 	defer func() {
