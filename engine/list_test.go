@@ -426,43 +426,41 @@ func FuzzListValue(f *testing.F) {
 }
 
 func fuzzListBody(t *testing.T, a, b []byte) {
-	{
-		want, gerr := mergeListValues(nil, a, b)
-		got, ok := nativeListMerge([][]byte{a, b})
-		if (gerr == nil) != ok {
-			t.Fatalf("go err %v, native ok %v", gerr, ok)
-		}
-		if ok && !bytes.Equal(want, got) && canonicalUvarints(a) && canonicalUvarints(b) {
-			t.Fatalf("native %x, go %x", got, want)
-		}
-		be, err := OpenHeap(smallLayout, listStates)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer be.Close()
-		op := NewOperator(be, NewManualClock(6000))
-		for _, s := range op.States() {
-			k := s.Key(nil, 1, []byte("k"), nil)
-			wb := be.NewBatch()
+	want, gerr := mergeListValues(nil, a, b)
+	got, ok := nativeListMerge([][]byte{a, b})
+	if (gerr == nil) != ok {
+		t.Fatalf("go err %v, native ok %v", gerr, ok)
+	}
+	if ok && !bytes.Equal(want, got) && canonicalUvarints(a) && canonicalUvarints(b) {
+		t.Fatalf("native %x, go %x", got, want)
+	}
+	be, err := OpenHeap(smallLayout, listStates)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer be.Close()
+	op := NewOperator(be, NewManualClock(6000))
+	for _, s := range op.States() {
+		k := s.Key(nil, 1, []byte("k"), nil)
+		wb := be.NewBatch()
+		wb.Put(s.ID(), k, a)
+		wb.(merger).Merge(s.ID(), k, b)
+		if wb.Commit() != nil {
+			wb = be.NewBatch()
 			wb.Put(s.ID(), k, a)
-			wb.(merger).Merge(s.ID(), k, b)
-			if wb.Commit() != nil {
-				wb = be.NewBatch()
-				wb.Put(s.ID(), k, a)
-				if err := wb.Commit(); err != nil {
-					t.Fatal(err)
-				}
+			if err := wb.Commit(); err != nil {
+				t.Fatal(err)
 			}
-			_, _, _ = s.Get(k)
-			_ = s.ScanKeyGroups(0, 127, func([]byte, int64, []byte) bool { return true })
-			bu := op.NewBundle()
-			if bu.Begin([]KeyRef{{State: s, Key: k}}) == nil {
-				_ = bu.ListGet(s, k, func([]byte) bool { return true })
-				_ = bu.ListAdd(s, k, []byte("z"))
-				_ = bu.Commit()
-			}
-			bu.Close()
 		}
+		_, _, _ = s.Get(k)
+		_ = s.ScanKeyGroups(0, 127, func([]byte, int64, []byte) bool { return true })
+		bu := op.NewBundle()
+		if bu.Begin([]KeyRef{{State: s, Key: k}}) == nil {
+			_ = bu.ListGet(s, k, func([]byte) bool { return true })
+			_ = bu.ListAdd(s, k, []byte("z"))
+			_ = bu.Commit()
+		}
+		bu.Close()
 	}
 }
 
@@ -473,7 +471,6 @@ func canonicalUvarints(v []byte) bool {
 		return true
 	}
 	ok := true
-	_ = listElems(v[TTLPrefix:], isPerElement(v), 0, func(_ int64, el []byte) bool { return true })
 	p := v[TTLPrefix:]
 	per := isPerElement(v)
 	for len(p) > 0 && ok {
