@@ -172,6 +172,9 @@ type BlockReader struct {
 	cur           *serde.Arena
 	sinceReset    int
 	listBuf       serde.List // scratch of LIST values
+	// column batches of ReadColumns, by state id
+	colBatches []*ColumnBatch
+	colHeader  *Header
 
 	// per-call state
 	name     string
@@ -465,65 +468,8 @@ func (r *BlockReader) validateExact(dec serde.Decoder, b []byte, base int64) err
 
 // Read decodes one key-group block; see ReadKeyGroup.
 func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, keyGroup int, off int64, o ReadOptions, fn func(*Entry) error) error {
-	r.name, r.kg, r.off, r.pos, r.size, r.compress = name, keyGroup, off, 0, size, h.Compressed
-	if r.lastHeader != h {
-		r.lastKeyOK, r.lastValidOK, r.lastHeader = false, false, h
-	}
-	if off <= 0 || off >= size {
-		return &Error{File: name, KeyGroup: keyGroup, Offset: off, BlockPos: -1, Err: fmt.Errorf("%w: key-group offset %d outside stream of %d bytes", binfmt.ErrCorrupt, off, size)}
-	}
-	if len(h.States) == 0 {
-		return r.errAt(0, fmt.Errorf("%w: block present but header lists no states", binfmt.ErrCorrupt))
-	}
-	limit := size
-	if o.End > 0 {
-		if o.End <= off || o.End > size {
-			return &Error{File: name, KeyGroup: keyGroup, Offset: off, BlockPos: -1, Err: fmt.Errorf("%w: block end %d outside (%d, %d]", binfmt.ErrCorrupt, o.End, off, size)}
-		}
-		limit = o.End
-	}
-	r.size = limit
-	sec := io.NewSectionReader(src, off, limit-off)
-	r.src, r.srcPos, r.hint = sec, 0, 0
-	if o.End > 0 {
-		r.hint = o.End - off
-	} else if o.ExpectedEnd > off && o.ExpectedEnd <= size {
-		r.hint = o.ExpectedEnd - off
-	}
-	if r.compress {
-		if r.br == nil {
-			r.br = bufio.NewReaderSize(sec, blockBufferBytes)
-		} else {
-			r.br.Reset(sec)
-		}
-		if r.snappy == nil {
-			r.snappy = NewSnappyReader(r.br, off)
-		} else {
-			r.snappy.Reset(r.br, off)
-		}
-		// The hint is in compressed bytes; the window reads decompressed
-		// ones.
-		r.src, r.hint = r.snappy, 0
-	}
-	if !sameSource(r.wins, o.Windows) {
-		// Never write into a window of another source (or one that
-		// entries of a pinned read still alias), nor retire ours into it.
-		r.win, r.wr, r.ww, r.wins = nil, 0, 0, o.Windows
-	}
-	if r.wins != nil {
-		// Continue after the bytes earlier entries alias.
-		r.wr = r.ww
-	} else if r.win == nil || len(r.win) > keepWindow {
-		// Start small (one-off readers of small blocks); fill grows the
-		// window to blockWindow for long blocks.
-		n := min(int64(startWindow), limit-off)
-		if r.hint > 0 {
-			n = min(n, r.hint)
-		}
-		r.win = make([]byte, max(n, 64))
-		r.wr, r.ww = 0, 0
-	} else {
-		r.wr, r.ww = 0, 0
+	if err := r.begin(src, size, name, h, keyGroup, off, o); err != nil {
+		return err
 	}
 	defer func() { r.src = nil }()
 	prefix := KeyGroupPrefixBytes(o.MaxParallelism)
@@ -593,6 +539,72 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 			id = next
 		}
 	}
+}
+
+// begin validates the block position and sets up the reader's source and
+// window for a block read.
+func (r *BlockReader) begin(src io.ReaderAt, size int64, name string, h *Header, keyGroup int, off int64, o ReadOptions) error {
+	r.name, r.kg, r.off, r.pos, r.size, r.compress = name, keyGroup, off, 0, size, h.Compressed
+	if r.lastHeader != h {
+		r.lastKeyOK, r.lastValidOK, r.lastHeader = false, false, h
+	}
+	if off <= 0 || off >= size {
+		return &Error{File: name, KeyGroup: keyGroup, Offset: off, BlockPos: -1, Err: fmt.Errorf("%w: key-group offset %d outside stream of %d bytes", binfmt.ErrCorrupt, off, size)}
+	}
+	if len(h.States) == 0 {
+		return r.errAt(0, fmt.Errorf("%w: block present but header lists no states", binfmt.ErrCorrupt))
+	}
+	limit := size
+	if o.End > 0 {
+		if o.End <= off || o.End > size {
+			return &Error{File: name, KeyGroup: keyGroup, Offset: off, BlockPos: -1, Err: fmt.Errorf("%w: block end %d outside (%d, %d]", binfmt.ErrCorrupt, o.End, off, size)}
+		}
+		limit = o.End
+	}
+	r.size = limit
+	sec := io.NewSectionReader(src, off, limit-off)
+	r.src, r.srcPos, r.hint = sec, 0, 0
+	if o.End > 0 {
+		r.hint = o.End - off
+	} else if o.ExpectedEnd > off && o.ExpectedEnd <= size {
+		r.hint = o.ExpectedEnd - off
+	}
+	if r.compress {
+		if r.br == nil {
+			r.br = bufio.NewReaderSize(sec, blockBufferBytes)
+		} else {
+			r.br.Reset(sec)
+		}
+		if r.snappy == nil {
+			r.snappy = NewSnappyReader(r.br, off)
+		} else {
+			r.snappy.Reset(r.br, off)
+		}
+		// The hint is in compressed bytes; the window reads decompressed
+		// ones.
+		r.src, r.hint = r.snappy, 0
+	}
+	if !sameSource(r.wins, o.Windows) {
+		// Never write into a window of another source (or one that
+		// entries of a pinned read still alias), nor retire ours into it.
+		r.win, r.wr, r.ww, r.wins = nil, 0, 0, o.Windows
+	}
+	if r.wins != nil {
+		// Continue after the bytes earlier entries alias.
+		r.wr = r.ww
+	} else if r.win == nil || len(r.win) > keepWindow {
+		// Start small (one-off readers of small blocks); fill grows the
+		// window to blockWindow for long blocks.
+		n := min(int64(startWindow), limit-off)
+		if r.hint > 0 {
+			n = min(n, r.hint)
+		}
+		r.win = make([]byte, max(n, 64))
+		r.wr, r.ww = 0, 0
+	} else {
+		r.wr, r.ww = 0, 0
+	}
+	return nil
 }
 
 // CopyTo copies e into dst with its byte slices (KeyBytes, ValueBytes and

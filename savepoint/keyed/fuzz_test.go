@@ -2,6 +2,7 @@ package keyed
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"testing"
 
@@ -62,6 +63,13 @@ func FuzzKeyGroup(f *testing.F) {
 	}{{plainHdr, hpl, false}, {compHdr, hcl, true}} {
 		f.Add(c.data[c.hl:], c.comp, uint8(0))
 	}
+	// Blocks of the TTL row stream behind the plain header (its columnar
+	// state differs; errors must still agree).
+	if ttl, offs, _ := ttlStream(false, 128, 1, 3); len(offs) > 0 {
+		for _, off := range offs {
+			f.Add(ttl[off:], false, uint8(0))
+		}
+	}
 	f.Fuzz(func(t *testing.T, block []byte, comp bool, kg uint8) {
 		h, hdrBytes := hp, plainHdr[:hpl]
 		if comp {
@@ -70,6 +78,14 @@ func FuzzKeyGroup(f *testing.F) {
 		stream := append(append([]byte{}, hdrBytes...), block...)
 		for _, mode := range []Mode{ModeRaw, ModeSplit, ModeDecode, ModeValidate} {
 			_ = ReadKeyGroupWith(bytes.NewReader(stream), int64(len(stream)), "fuzz", h, int(kg&0x7F), int64(len(hdrBytes)), ReadOptions{MaxParallelism: 128, Mode: mode}, func(*Entry) error { return nil })
+		}
+		// The columnar read fails exactly when the generic decode does,
+		// with the same error.
+		blocks := [][2]int64{{int64(kg & 0x7F), int64(len(hdrBytes))}}
+		_, gerr := readGeneric(stream, "fuzz", h, 128, blocks)
+		_, _, cerr := readColumnar(stream, "fuzz", h, 128, 3, blocks)
+		if fmt.Sprint(gerr) != fmt.Sprint(cerr) {
+			t.Fatalf("generic: %v\ncolumnar: %v", gerr, cerr)
 		}
 	})
 }

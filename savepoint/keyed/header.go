@@ -128,6 +128,9 @@ type StateMeta struct {
 	TTL bool
 
 	nsDec, valDec, elemDec, ukDec, uvDec, keyDec serde.Decoder
+	// Column plans of the file's keys and of the values (both set when
+	// the state's entries decode into columns; see ReadColumns).
+	colKey, colVal *serde.ColumnPlan
 }
 
 // Serializer returns the snapshot registered under key, or nil.
@@ -304,6 +307,7 @@ func (h *Header) prepare() {
 	h.keyDec = serde.NewDecoder(h.KeySerializer)
 	for _, m := range h.States {
 		m.prepare()
+		m.planColumns(h)
 	}
 }
 

@@ -7,6 +7,7 @@ package keyed
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"sort"
 
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
@@ -115,6 +116,8 @@ type sqlField struct {
 var (
 	fBigInt = sqlField{javaLogicalType("BigIntType", "BIGINT", true, 0, false), simpleSnap(serde.ClassLong)}
 	fInt    = sqlField{javaLogicalType("IntType", "INTEGER", true, 0, false), simpleSnap(serde.ClassInt)}
+	fDouble = sqlField{javaLogicalType("DoubleType", "DOUBLE", true, 0, false), simpleSnap(serde.ClassDouble)}
+	fBool   = sqlField{javaLogicalType("BooleanType", "BOOLEAN", true, 0, false), simpleSnap(serde.ClassBoolean)}
 	fString = sqlField{javaLogicalType("VarCharType", "VARCHAR", true, 1<<31-1, true), simpleSnap(serde.ClassStringData)}
 )
 
@@ -189,6 +192,12 @@ func rowBytes(kind byte, vals ...any) []byte {
 			binary.LittleEndian.PutUint64(slot, uint64(x))
 		case int32:
 			binary.LittleEndian.PutUint32(slot, uint32(x))
+		case float64:
+			binary.LittleEndian.PutUint64(slot, math.Float64bits(x))
+		case bool:
+			if x {
+				slot[0] = 1
+			}
 		case string:
 			if len(x) <= 7 {
 				copy(slot, x)
