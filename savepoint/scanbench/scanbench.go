@@ -2,7 +2,7 @@
 // canonical savepoint: it generates one (SQL rows written with flinkwrite)
 // and times raw reads of its data file (from the page cache and cold from
 // disk), a header-only scan, full decodes (parallel and sequential, warm
-// and cold), validation and the structural check, with peak RSS per phase. `sfstate bench
+// and cold; generic values and typed column batches), validation and the structural check, with peak RSS per phase. `sfstate bench
 // inspect` and the savepoint benchmarks use it.
 package scanbench
 
@@ -226,6 +226,14 @@ const (
 	// PhaseDecodeKeep is PhaseDecode with values that outlive their
 	// callbacks (fresh memory per value batch: garbage-collector work).
 	PhaseDecodeKeep = "full decode, kept values"
+	// PhaseColumns decodes every key and value with
+	// savepoint.ScanColumns into typed column batches (no boxed values,
+	// whole batches handed over by the decode workers).
+	PhaseColumns = "full decode, columnar"
+	// PhaseColumnsCold is PhaseColumns on an evicted data file.
+	PhaseColumnsCold = "full decode, columnar, cold"
+	// PhaseColumns1 is PhaseColumns with one worker.
+	PhaseColumns1 = "full decode, columnar, 1 worker"
 	// PhaseValidate walks every entry with keyed.ModeValidate: every byte
 	// of every key and value checked as by a full decode, no values built.
 	PhaseValidate = "full validate"
@@ -282,6 +290,9 @@ func RunWith(ctx context.Context, g *Generated, opts Options) ([]Phase, error) {
 		{PhaseDecodeCold, true, scan(keyed.ModeDecode, workers, true), nil},
 		{PhaseDecode1, false, scan(keyed.ModeDecode, 1, true), nil},
 		{PhaseDecodeKeep, false, scan(keyed.ModeDecode, workers, false), nil},
+		{PhaseColumns, false, scan(0, workers, true), func() (int64, error) { return columns(ctx, sp, workers) }},
+		{PhaseColumnsCold, true, scan(0, workers, true), func() (int64, error) { return columns(ctx, sp, workers) }},
+		{PhaseColumns1, false, scan(0, 1, true), func() (int64, error) { return columns(ctx, sp, 1) }},
 		{PhaseValidate, false, scan(keyed.ModeValidate, workers, false), nil},
 		{PhaseCheck, false, scan(0, 1, false), func() (int64, error) {
 			probs, stats := savepoint.Check(ctx, sp, savepoint.CheckOptions{})
@@ -364,6 +375,20 @@ func RunWith(ctx context.Context, g *Generated, opts Options) ([]Phase, error) {
 func walk(ctx context.Context, sp *savepoint.Savepoint, o savepoint.ScanOptions) (int64, error) {
 	var n int64
 	err := sp.WalkKeyed(ctx, o, func(*savepoint.KeyedEntry) error {
+		n++
+		return nil
+	})
+	return n, err
+}
+
+// columns decodes every entry with savepoint.ScanColumns and returns the
+// number decoded (rows of the batches plus fallback entries).
+func columns(ctx context.Context, sp *savepoint.Savepoint, workers int) (int64, error) {
+	var n int64
+	err := sp.ScanColumns(ctx, savepoint.ScanOptions{KeyGroupTo: -1, Workers: workers}, func(b *savepoint.ColumnBatch) error {
+		n += int64(b.Len())
+		return nil
+	}, func(*savepoint.KeyedEntry) error {
 		n++
 		return nil
 	})

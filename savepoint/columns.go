@@ -1,0 +1,286 @@
+package savepoint
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/sfstate/sfstate/savepoint/keyed"
+)
+
+// ColumnBatch is a batch of ScanColumns: decoded entries of one state of
+// one key group in typed columns, with where they were read.
+type ColumnBatch struct {
+	Operator *OperatorState
+	Subtask  int
+	File     string
+	Header   *keyed.Header
+	*keyed.ColumnBatch
+}
+
+// ScanColumns reads the keyed state selected by o (Operator, State, key
+// groups, Workers, Progress, SkipNative, ReadAhead; Mode and ReuseValues
+// are ignored) and decodes the entries of columnar states
+// (keyed.StateMeta.Columnar: SQL rows of scalar and string fields,
+// primitives, strings, optionally TTL-wrapped, with VoidNamespace) straight
+// into typed column batches handed to fn, with every byte checked as
+// WalkKeyed checks it (same errors). Batches arrive in metadata order
+// (operator, subtask) and ascending key group, per key group per state in
+// file order; a batch and its columns are valid only during fn (they are
+// recycled). Entries of other states are decoded by the generic decoder
+// and handed to fallback (values valid during the call, as with
+// ReuseValues); a nil fallback skips them. With Workers > 1, files whose
+// selected states are all columnar are decoded by that many goroutines,
+// each handing over whole batches; fn still runs on the calling
+// goroutine, in order. Memory stays bounded (a few batches of up to
+// keyed.DefaultBatchRows entries per worker).
+func (sp *Savepoint) ScanColumns(ctx context.Context, o ScanOptions, fn func(*ColumnBatch) error, fallback func(*KeyedEntry) error) error {
+	var ops []*OperatorState
+	if o.Operator != "" {
+		op := sp.FindOperator(o.Operator)
+		if op == nil {
+			return fmt.Errorf("savepoint: %s: operator %q not found", sp.Name(), o.Operator)
+		}
+		ops = []*OperatorState{op}
+	} else {
+		ops = sp.Meta.Operators
+	}
+	var total int64
+	for _, op := range ops {
+		for _, st := range op.Subtasks {
+			if h, ok := st.ManagedKeyed.(*KeyGroupsHandle); ok {
+				for i, off := range h.Offsets {
+					if off != 0 && o.keyGroupSelected(int(h.StartKeyGroup)+i) {
+						total++
+					}
+				}
+			}
+		}
+	}
+	if o.Progress != nil {
+		o.Progress.SetTotal(total)
+	}
+	var br keyed.BlockReader
+	for _, op := range ops {
+		for _, st := range op.Subtasks {
+			if st.ManagedKeyed == nil {
+				continue
+			}
+			if err := sp.scanColumnsSubtask(ctx, o, op, st, &br, fn, fallback); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (sp *Savepoint) scanColumnsSubtask(ctx context.Context, o ScanOptions, op *OperatorState, st *SubtaskState, br *keyed.BlockReader,
+	fn func(*ColumnBatch) error, fallback func(*KeyedEntry) error) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	layout := sp.handleLayout(st.ManagedKeyed)
+	h, ok := st.ManagedKeyed.(*KeyGroupsHandle)
+	if !ok || layout == LayoutNativeRocksDB {
+		if o.SkipNative {
+			return nil
+		}
+		return fmt.Errorf("%w: %s: operator %s subtask %d has a RocksDB native handle (tag %d)", ErrNativeLayout, sp.Name(), op.ID, st.Index, st.ManagedKeyed.HandleTag())
+	}
+	f, err := sp.openKeyed(ctx, h, o.ReadAhead)
+	if err != nil {
+		return err
+	}
+	if layout == "" {
+		layout = LayoutCanonical
+		if probeNativeHeap(f, h) {
+			layout = LayoutNativeHeap
+		}
+	}
+	if layout != LayoutCanonical {
+		if o.SkipNative {
+			return nil
+		}
+		return fmt.Errorf("%w: %s: operator %s subtask %d: handle tag %d of a %s savepoint uses the heap backend's native layout", ErrNativeLayout, f.name, op.ID, st.Index, h.Tag, sp.FormatType())
+	}
+	if o.State != "" && f.header.State(o.State) == nil {
+		return nil
+	}
+	cb := &ColumnBatch{Operator: op, Subtask: st.Index, File: f.name, Header: f.header}
+	ke := &KeyedEntry{Operator: op, Subtask: st.Index, File: f.name, Header: f.header}
+	var kgs []int
+	var offs []int64
+	for i, off := range h.Offsets {
+		if kg := int(h.StartKeyGroup) + i; off != 0 && o.keyGroupSelected(kg) {
+			kgs, offs = append(kgs, kg), append(offs, off)
+		}
+	}
+	allColumnar := true
+	for _, s := range f.header.States {
+		if (o.State == "" || s.Name == o.State) && !s.Columnar() {
+			allColumnar = false
+		}
+	}
+	// Entries of states not selected are decoded (checked) and dropped.
+	onBatch := func(b *keyed.ColumnBatch) error {
+		if o.State != "" && b.State.Name != o.State {
+			return nil
+		}
+		cb.ColumnBatch = b
+		return fn(cb)
+	}
+	if o.Workers > 1 && len(kgs) > 1 && allColumnar {
+		return sp.scanColumnsParallel(ctx, o, f, h, int(op.MaxParallelism), kgs, offs, onBatch)
+	}
+	onEntry := func(e *keyed.Entry) error {
+		if fallback == nil || (o.State != "" && e.State.Name != o.State) {
+			return nil
+		}
+		ke.Entry = e
+		return fallback(ke)
+	}
+	ends := blockEnds(h)
+	copts := keyed.ColumnOptions{MaxParallelism: int(op.MaxParallelism)}
+	for i, kg := range kgs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		copts.ExpectedEnd = ends.after(offs[i])
+		if err := br.ReadColumns(f.obj, f.obj.Size(), f.name, f.header, kg, offs[i], copts, onBatch, onEntry); err != nil {
+			return err
+		}
+		if o.Progress != nil {
+			o.Progress.Add(1)
+		}
+	}
+	return nil
+}
+
+// colItem is a batch (or the error) a column worker hands over.
+type colItem struct {
+	b   *keyed.ColumnBatch
+	err error
+}
+
+// columnBatchesAhead is how many batches of one key group a worker may
+// queue before the caller takes them.
+const columnBatchesAhead = 4
+
+// scanColumnsParallel decodes the key groups kgs (block offsets offs) of
+// one file whose selected states are all columnar with o.Workers goroutines (each
+// with its own range reader); whole batches reach fn in order on the
+// calling goroutine.
+func (sp *Savepoint) scanColumnsParallel(ctx context.Context, o ScanOptions, f *keyedFile, h *KeyGroupsHandle, maxPar int, kgs []int, offs []int64, fn func(*keyed.ColumnBatch) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() {
+		cancel()
+		wg.Wait()
+	}()
+	workers := min(o.Workers, len(kgs))
+	slots := make(chan struct{}, 2*workers)
+	chans := make([]chan colItem, len(kgs))
+	for i := range chans {
+		chans[i] = make(chan colItem, columnBatchesAhead)
+	}
+	// Recycled batches, per state.
+	pools := make([]chan *keyed.ColumnBatch, len(f.header.States))
+	for i := range pools {
+		pools[i] = make(chan *keyed.ColumnBatch, 2*workers*(columnBatchesAhead+1)+2)
+	}
+	get := func(st *keyed.StateMeta) *keyed.ColumnBatch {
+		select {
+		case b := <-pools[st.ID]:
+			return b
+		default:
+			return keyed.NewColumnBatch(st)
+		}
+	}
+	put := func(b *keyed.ColumnBatch) {
+		select {
+		case pools[b.State.ID] <- b:
+		default:
+		}
+	}
+	ends := blockEnds(h)
+	var next atomic.Int64
+	worker := func(obj *Object) {
+		defer wg.Done()
+		var br keyed.BlockReader
+		for {
+			select {
+			case slots <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			i := int(next.Add(1) - 1)
+			if i >= len(kgs) {
+				<-slots
+				return
+			}
+			ch := chans[i]
+			copts := keyed.ColumnOptions{MaxParallelism: maxPar, ExpectedEnd: ends.after(offs[i]), NewBatch: get}
+			err := br.ReadColumns(obj, obj.Size(), f.name, f.header, kgs[i], offs[i], copts, func(b *keyed.ColumnBatch) error {
+				select {
+				case ch <- colItem{b: b}:
+					return nil
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}, func(*keyed.Entry) error {
+				return nil // a state not selected (checked, then dropped)
+			})
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				select {
+				case ch <- colItem{err: err}:
+				case <-ctx.Done():
+					return
+				}
+			}
+			close(ch)
+		}
+	}
+	for w := range workers {
+		obj := f.obj
+		if w > 0 {
+			var err error
+			obj, err = sp.OpenLocation(ctx, f.obj.Loc, o.ReadAhead)
+			if err != nil {
+				break // read with the workers started so far
+			}
+		}
+		wg.Add(1)
+		go worker(obj)
+	}
+	for i := range kgs {
+		for {
+			var it colItem
+			var ok bool
+			select {
+			case it, ok = <-chans[i]:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			if !ok {
+				break
+			}
+			if it.err != nil {
+				return it.err
+			}
+			err := fn(it.b)
+			put(it.b)
+			if err != nil {
+				return err
+			}
+		}
+		<-slots
+		if o.Progress != nil {
+			o.Progress.Add(1)
+		}
+	}
+	return nil
+}
