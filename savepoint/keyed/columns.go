@@ -243,6 +243,15 @@ func (r *BlockReader) ReadColumns(src io.ReaderAt, size int64, name string, h *H
 // appendColumns decodes one entry of a columnar state into b with the
 // checks (and errors) of interpret and decodeValue.
 func (r *BlockReader) appendColumns(d *binfmt.Decbuf, st *StateMeta, b *ColumnBatch, key, val []byte, prefix int, keyPos, valPos int64) error {
+	// Well-formed entries take the fast path; anything it does not accept
+	// is decoded again below with the checks that report the error.
+	n0 := b.Keys.Len()
+	if st.colKey.DecodeKeyVoid(key[prefix:], keyPos+int64(prefix), b.Keys) {
+		if st.colVal.DecodeFast(val, valPos, b.Values) {
+			return nil
+		}
+		b.Keys.Truncate(n0)
+	}
 	// The key: delimited as interpret does (the row size or the fixed
 	// width), then decoded exactly.
 	d.Reset(key, keyPos)

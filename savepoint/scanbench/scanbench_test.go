@@ -191,3 +191,36 @@ func TestColumnsMatchWalk(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkColumns: the columnar full decode (one worker) of a generated
+// savepoint; compare with BenchmarkWalkDecode.
+func BenchmarkColumns(b *testing.B) { benchScan(b, true) }
+
+// BenchmarkWalkDecode: the generic full decode (one worker, recycled
+// values) of the same savepoint.
+func BenchmarkWalkDecode(b *testing.B) { benchScan(b, false) }
+
+func benchScan(b *testing.B, cols bool) {
+	g, err := Generate(b.TempDir(), 200_000)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	sp, err := savepoint.Open(ctx, mustLocal(b, g.Dir), savepoint.MetadataName)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(g.DataBytes)
+	b.ReportAllocs()
+	for b.Loop() {
+		var n int64
+		if cols {
+			n, err = columns(ctx, sp, 1)
+		} else {
+			n, err = walk(ctx, sp, savepoint.ScanOptions{KeyGroupTo: -1, Workers: 1, ReuseValues: true})
+		}
+		if err != nil || n != g.Entries {
+			b.Fatalf("%d entries, %v", n, err)
+		}
+	}
+}

@@ -542,3 +542,123 @@ func IsVoid(dec Decoder) bool {
 // Skip advances d over one value of the plan's serializer without
 // decoding it (as Decoder.Skip).
 func (p *ColumnPlan) Skip(d *binfmt.Decbuf) { p.dec.Skip(d) }
+
+// fastExact decodes b (absolute offset base) as exactly one value into c
+// without a Decbuf. It returns false, leaving c unchanged, whenever
+// anything does not fit (the caller then takes the checked path, which
+// reports the error exactly as the generic decoder does).
+func (p *ColumnPlan) fastExact(b []byte, base int64, c *Columns) bool {
+	var ts int64
+	if p.ttl {
+		if len(b) < 8 {
+			return false
+		}
+		ts = int64(binary.BigEndian.Uint64(b))
+		b, base = b[8:], base+8
+	}
+	if p.row {
+		if len(b) < 4 || int64(int32(binary.BigEndian.Uint32(b))) != int64(len(b)-4) {
+			return false
+		}
+		n := c.n
+		if p.decodeRow(b[4:], base+4, c) != nil {
+			c.Truncate(n)
+			return false
+		}
+	} else {
+		col := &c.Fields[0]
+		switch p.inner.k {
+		case kBool:
+			if len(b) != 1 || b[0] > 1 {
+				return false
+			}
+			col.next()
+			col.Ints = append(col.Ints, int64(b[0]))
+		case kByte:
+			if len(b) != 1 {
+				return false
+			}
+			col.next()
+			col.Ints = append(col.Ints, int64(int8(b[0])))
+		case kShort:
+			if len(b) != 2 {
+				return false
+			}
+			col.next()
+			col.Ints = append(col.Ints, int64(int16(binary.BigEndian.Uint16(b))))
+		case kInt:
+			if len(b) != 4 {
+				return false
+			}
+			col.next()
+			col.Ints = append(col.Ints, int64(int32(binary.BigEndian.Uint32(b))))
+		case kLong:
+			if len(b) != 8 {
+				return false
+			}
+			col.next()
+			col.Ints = append(col.Ints, int64(binary.BigEndian.Uint64(b)))
+		case kFloat:
+			if len(b) != 4 {
+				return false
+			}
+			col.next()
+			col.Floats = append(col.Floats, float64(math.Float32frombits(binary.BigEndian.Uint32(b))))
+		case kDouble:
+			if len(b) != 8 {
+				return false
+			}
+			col.next()
+			col.Floats = append(col.Floats, math.Float64frombits(binary.BigEndian.Uint64(b)))
+		case kStringData:
+			if len(b) < 4 || int64(int32(binary.BigEndian.Uint32(b))) != int64(len(b)-4) {
+				return false
+			}
+			col.appendString(b[4:])
+		default:
+			return false
+		}
+	}
+	if p.ttl {
+		c.TTL = append(c.TTL, ts)
+	}
+	c.n++
+	return true
+}
+
+// DecodeKeyVoid decodes a state key followed by a VoidNamespace (b is the
+// key bytes after the key-group prefix; base their absolute offset) into
+// c when everything is in order: the key exactly as DecodeExact decodes
+// it, one zero byte, nothing else. It returns false, leaving c unchanged,
+// otherwise; the caller then takes the checked path for the error.
+func (p *ColumnPlan) DecodeKeyVoid(b []byte, base int64, c *Columns) bool {
+	var n int
+	switch {
+	case p.ttl:
+		return false
+	case p.row || p.inner.k == kStringData:
+		if len(b) < 4 {
+			return false
+		}
+		l := int32(binary.BigEndian.Uint32(b))
+		if l < 0 || int64(l) > int64(len(b)-5) {
+			return false
+		}
+		n = 4 + int(l)
+	case p.inner.n > 0:
+		n = p.inner.n
+	default:
+		return false
+	}
+	if len(b) != n+1 || b[n] != 0 {
+		return false
+	}
+	return p.fastExact(b[:n], base, c)
+}
+
+// DecodeFast is DecodeExact for well-formed input only: it returns false,
+// leaving c unchanged, where DecodeExact would have to report an error
+// (or where the fast path does not apply); call DecodeExact then.
+func (p *ColumnPlan) DecodeFast(b []byte, base int64, c *Columns) bool {
+	return p.fastExact(b, base, c)
+}
