@@ -115,3 +115,48 @@ func TestScanColumnsErrors(t *testing.T) {
 		t.Fatalf("stop: %v after %d entries", err, n)
 	}
 }
+
+// TestSummaryColumnsMatchesGeneric: statistics read from column batches
+// equal those of the validating walk, on fixtures whose TTL states are
+// columnar.
+func TestSummaryColumnsMatchesGeneric(t *testing.T) {
+	used := 0
+	for _, name := range []string{"sql-rocksdb-canonical-groupagg-ttl-valuestate", "sql-rocksdb-canonical-join-ttl-valuestate"} {
+		sp := openFixture(t, name)
+		allColumnar, ttl := true, false
+		err := sp.WalkKeyed(context.Background(), ScanOptions{KeyGroupTo: -1, Mode: 2, SkipNative: true}, func(e *KeyedEntry) error {
+			for _, m := range e.Header.States {
+				allColumnar = allColumnar && m.Columnar()
+				ttl = ttl || m.TTL
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if allColumnar && ttl {
+			used++
+		}
+		var out [2]string
+		for i, cols := range []bool{true, false} {
+			summaryColumns = cols
+			sum := Summarize(sp)
+			err := ScanSummary(context.Background(), sp, sum, ScanOptions{KeyGroupTo: -1, TTLMillis: 3_600_000, NowMillis: 1_800_000_000_000})
+			summaryColumns = true
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := json.Marshal(sum)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[i] = string(b)
+		}
+		if out[0] != out[1] {
+			t.Fatalf("%s: columnar statistics differ:\n%s\n%s", name, out[0], out[1])
+		}
+	}
+	if used == 0 {
+		t.Fatal("no fixture took the columnar statistics path")
+	}
+}

@@ -419,6 +419,16 @@ func typeString(s *serde.Snapshot) string {
 	return s.String()
 }
 
+// summaryColumns lets ScanSummary read TTL statistics with ScanColumns
+// where every selected state is columnar (tests compare both paths).
+var summaryColumns = true
+
+// stateAcc accumulates one state's statistics in ScanSummary.
+type stateAcc struct {
+	s   *StateSummary
+	kgs map[int]int64
+}
+
 // ScanSummary reads the keyed state selected by o and fills per-state types
 // and statistics of sum (made by Summarize for the same savepoint). Native
 // handles are skipped (their header, when readable, still lists the
@@ -438,18 +448,22 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 	for i, op := range sp.Meta.Operators {
 		byOp[op] = sum.Operators[i]
 	}
-	type stateAcc struct {
-		s   *StateSummary
-		kgs map[int]int64
-	}
 	states := map[*OperatorSummary]map[string]*stateAcc{}
 	opKG := map[*OperatorSummary]map[int]int64{}
 	opKGTotal := map[*OperatorSummary]int{}
 	needTTL := false
+	columnar := true // every selected state of every canonical file
 	onHeader := func(op *OperatorState, subtask int, f *keyedFile, layout string) {
 		os := byOp[op]
 		if f == nil {
 			return
+		}
+		if layout == LayoutCanonical {
+			for _, m := range f.header.States {
+				if (o.State == "" || m.Name == o.State) && !m.Columnar() {
+					columnar = false
+				}
+			}
 		}
 		if states[os] == nil {
 			states[os] = map[string]*stateAcc{}
@@ -490,6 +504,43 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 	if err := sp.walkKeyed(ctx, probe, onHeader, func(*KeyedEntry) error { return nil }); err != nil {
 		return err
 	}
+	if needTTL && columnar && summaryColumns {
+		// TTL timestamps from typed column batches: every entry checked as
+		// by a full decode, no per-entry hand-off.
+		err := sp.ScanColumns(ctx, o, func(b *ColumnBatch) error {
+			os := byOp[b.Operator]
+			acc := states[os][b.State.Name]
+			if acc == nil {
+				return nil
+			}
+			s := acc.s
+			n := int64(b.Len())
+			s.Entries += n
+			s.Bytes += b.Bytes
+			acc.kgs[b.KeyGroup] += n
+			opKG[os][b.KeyGroup] += n
+			for _, ts := range b.Values.TTL {
+				s.TTLEntries++
+				if s.TTLOldest == nil || ts < *s.TTLOldest {
+					v := ts
+					s.TTLOldest = &v
+				}
+				if s.TTLNewest == nil || ts > *s.TTLNewest {
+					v := ts
+					s.TTLNewest = &v
+				}
+				s.addAge(sum.NowMillis - ts)
+				if o.TTLMillis > 0 && ts+o.TTLMillis <= o.NowMillis {
+					s.Expired++
+				}
+			}
+			return nil
+		}, nil)
+		if err != nil {
+			return err
+		}
+		return finishSummary(ctx, sp, sum, o, states, opKG, opKGTotal)
+	}
 	mode := keyed.ModeRaw
 	if needTTL {
 		// Validation yields the TTL timestamps without building values.
@@ -527,6 +578,12 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 	if err != nil {
 		return err
 	}
+	return finishSummary(ctx, sp, sum, o, states, opKG, opKGTotal)
+}
+
+// finishSummary completes ScanSummary from the accumulated statistics.
+func finishSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions, states map[*OperatorSummary]map[string]*stateAcc,
+	opKG map[*OperatorSummary]map[int]int64, opKGTotal map[*OperatorSummary]int) error {
 	for os, m := range states {
 		for _, acc := range m {
 			acc.s.KeyGroups = NewKeyGroupDist(acc.kgs, opKGTotal[os])

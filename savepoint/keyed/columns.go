@@ -16,7 +16,18 @@ import (
 // serializer is planned, optionally TTL-wrapped. Other states are read by
 // the generic decoder.
 func (m *StateMeta) planColumns(h *Header) {
-	m.colKey, m.colVal = nil, nil
+	m.colKey, m.colVal, m.colTimer = nil, nil, false
+	if m.Type == PriorityQueue && m.valDec != nil {
+		// Timers (TimerSerializer of a planned key and VoidNamespace): the
+		// timestamps and the keys.
+		k, ns, ok := serde.TimerParts(m.valDec)
+		if ok && serde.IsVoid(ns) && m.valDec.Supported() {
+			if kp := serde.PlanColumns(k); kp != nil && !kp.TTL() {
+				m.colKey, m.colTimer, m.colTimerNS = kp, true, ns
+			}
+		}
+		return
+	}
 	if m.Type != KeyValue || m.Kind == "LIST" || m.Kind == "MAP" {
 		return
 	}
@@ -29,6 +40,8 @@ func (m *StateMeta) planColumns(h *Header) {
 	}
 	m.colKey, m.colVal = k, v
 }
+
+// planColumns also plans timer states (see ColumnBatch.Timestamps).
 
 // Columnar reports whether the state's entries decode into columns
 // (ReadColumns); entries of other states go to its fallback callback.
@@ -43,7 +56,13 @@ type ColumnBatch struct {
 	KeyGroup int
 	State    *StateMeta
 	Keys     *serde.Columns
-	Values   *serde.Columns
+	// Values is nil for timer (PRIORITY_QUEUE) states, whose entries are
+	// the timers' Timestamps and Keys (the namespace is VoidNamespace).
+	Values     *serde.Columns
+	Timestamps []int64
+	// Bytes is the serialized size of the entries (key and value bytes,
+	// without the length fields).
+	Bytes int64
 }
 
 // NewColumnBatch returns an empty batch for the entries of st, or nil when
@@ -52,30 +71,41 @@ func NewColumnBatch(st *StateMeta) *ColumnBatch {
 	if !st.Columnar() {
 		return nil
 	}
+	if st.colTimer {
+		return &ColumnBatch{State: st, Keys: st.colKey.NewColumns()}
+	}
 	return &ColumnBatch{State: st, Keys: st.colKey.NewColumns(), Values: st.colVal.NewColumns()}
 }
 
 // Len returns the number of entries.
-func (b *ColumnBatch) Len() int { return b.Values.Len() }
+func (b *ColumnBatch) Len() int { return b.Keys.Len() }
 
 // Reset empties the batch (keeping its memory) for key group kg.
 func (b *ColumnBatch) Reset(kg int) {
-	b.KeyGroup = kg
+	b.KeyGroup, b.Bytes = kg, 0
 	b.Keys.Reset()
-	b.Values.Reset()
+	if b.Values != nil {
+		b.Values.Reset()
+	}
+	b.Timestamps = b.Timestamps[:0]
 }
 
 // Key returns entry i's key in the generic decoder's form.
 func (b *ColumnBatch) Key(i int) serde.Value { return b.Keys.Value(i) }
 
 // Value returns entry i's value in the generic decoder's form (a
-// *serde.TTLValue for TTL states).
-func (b *ColumnBatch) Value(i int) serde.Value { return b.Values.Value(i) }
+// *serde.TTLValue for TTL states, a *serde.Timer for timers).
+func (b *ColumnBatch) Value(i int) serde.Value {
+	if b.Values == nil {
+		return &serde.Timer{Timestamp: b.Timestamps[i], Key: b.Keys.Value(i), Namespace: serde.Void{}}
+	}
+	return b.Values.Value(i)
+}
 
 // TTLTimestamp returns entry i's last-access time and whether the state
 // has TTL.
 func (b *ColumnBatch) TTLTimestamp(i int) (int64, bool) {
-	if b.Values.TTL == nil || i >= len(b.Values.TTL) {
+	if b.Values == nil || b.Values.TTL == nil || i >= len(b.Values.TTL) {
 		return 0, false
 	}
 	return b.Values.TTL[i], true
@@ -195,6 +225,7 @@ func (r *BlockReader) ReadColumns(src io.ReaderAt, size int64, name string, h *H
 			if err := r.appendColumns(d, st, b, key, val, prefix, keyPos, valPos); err != nil {
 				return err
 			}
+			b.Bytes += int64(len(key) + len(val))
 			if b.Len() >= maxRows {
 				if err := flush(b); err != nil {
 					return err
@@ -243,6 +274,9 @@ func (r *BlockReader) ReadColumns(src io.ReaderAt, size int64, name string, h *H
 // appendColumns decodes one entry of a columnar state into b with the
 // checks (and errors) of interpret and decodeValue.
 func (r *BlockReader) appendColumns(d *binfmt.Decbuf, st *StateMeta, b *ColumnBatch, key, val []byte, prefix int, keyPos, valPos int64) error {
+	if st.colTimer {
+		return r.appendTimer(d, st, b, key, val, prefix, keyPos, valPos)
+	}
 	// Well-formed entries take the fast path; anything it does not accept
 	// is decoded again below with the checks that report the error.
 	n0 := b.Keys.Len()
@@ -282,5 +316,38 @@ func (r *BlockReader) appendColumns(d *binfmt.Decbuf, st *StateMeta, b *ColumnBa
 		b.Keys.Truncate(n)
 		return r.errFromDec(fmt.Sprintf("state %q value", st.Name), err)
 	}
+	return nil
+}
+
+// appendTimer decodes one timer entry (the element is the key after the
+// key-group prefix; the value is empty) with interpret's checks.
+func (r *BlockReader) appendTimer(d *binfmt.Decbuf, st *StateMeta, b *ColumnBatch, key, val []byte, prefix int, keyPos, valPos int64) error {
+	if len(val) != 0 {
+		return r.errAt(valPos, fmt.Errorf("%w: priority-queue entry of state %q has a %d-byte value", binfmt.ErrCorrupt, st.Name, len(val)))
+	}
+	el := key[prefix:]
+	base := keyPos + int64(prefix)
+	if len(el) >= 8 && st.colKey.DecodeKeyVoid(el[8:], base+8, b.Keys) {
+		b.Timestamps = append(b.Timestamps, serde.TimerTimestamp(el))
+		return nil
+	}
+	// The checked path: timestamp, key, namespace, nothing left (as the
+	// generic timer decoder and decodeExact report it).
+	n := b.Keys.Len()
+	d.Reset(el, base)
+	d.I64()
+	st.colKey.Decode(d, b.Keys)
+	if d.Err() == nil {
+		st.colTimerNS.Decode(d)
+	}
+	if d.Err() == nil && d.Len() != 0 {
+		b.Keys.Truncate(n)
+		return r.errFromDec(fmt.Sprintf("state %q timer", st.Name), &binfmt.OffsetError{Offset: d.Offset(), Err: fmt.Errorf("%w: %d bytes left after the %s value", binfmt.ErrCorrupt, d.Len(), st.valDec.Snapshot().Name())})
+	}
+	if d.Err() != nil {
+		b.Keys.Truncate(n)
+		return r.errFromDec(fmt.Sprintf("state %q timer", st.Name), d.Err())
+	}
+	b.Timestamps = append(b.Timestamps, serde.TimerTimestamp(el))
 	return nil
 }

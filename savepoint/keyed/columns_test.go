@@ -62,6 +62,9 @@ func readColumnar(data []byte, name string, h *Header, maxPar, maxRows int, bloc
 			}
 			for i := 0; i < cb.Len(); i++ {
 				r := colRec{kg: cb.KeyGroup, state: cb.State.ID, key: cb.Key(i), val: cb.Value(i)}
+				if cb.State.Type == PriorityQueue {
+					r.key = [3]any{cb.Key(i), serde.Void{}, nil}
+				}
 				r.ttl, r.hasTTL = cb.TTLTimestamp(i)
 				out[cb.State.ID] = append(out[cb.State.ID], r)
 				rows++
@@ -139,6 +142,7 @@ func ttlStream(compressed bool, maxPar, keyGroups, keysPerGroup int) ([]byte, ma
 	hdr := headerBytes(compressed, rowSnap(fBigInt, fString),
 		kvState("acc", "VALUE", voidNS, ttl),
 		kvState("list", "LIST", voidNS, compositeSnap(serde.ClassList, 1, nil, simpleSnap(serde.ClassString))),
+		synthState{name: "timers", typ: PriorityQueue, sers: [][2][]byte{{[]byte(SerValue), compositeSnap(serde.ClassTimer, 2, nil, rowSnap(fBigInt, fString), voidNS)}}},
 	)
 	var entries []synthEntry
 	n := 0
@@ -168,6 +172,12 @@ func ttlStream(compressed bool, maxPar, keyGroups, keysPerGroup int) ([]byte, ma
 				entries = append(entries, synthEntry{kg: kg, state: 1, key: key, value: []byte{4, 'a', 'b', 'c'}})
 				n++
 			}
+			if k%2 == 0 {
+				tk := append(prefixBytes(kg, maxPar), binaryLong((1_700_000_000_000+id)^(-1<<63))...)
+				tk = append(append(tk, rowBytes(0, id, name)...), 0)
+				entries = append(entries, synthEntry{kg: kg, state: 2, key: tk})
+				n++
+			}
 		}
 	}
 	data, offs := buildStream(hdr, compressed, maxPar, entries)
@@ -188,7 +198,7 @@ func TestColumnsMatchGeneric(t *testing.T) {
 		build    func(bool, int, int, int) ([]byte, map[int]int64, int)
 		columnar string
 	}
-	for _, s := range []stream{{"sql", sqlStream, "accState"}, {"ttl", ttlStream, "acc"}} {
+	for _, s := range []stream{{"sql", sqlStream, "accState"}, {"ttl", ttlStream, "acc"}, {"timers", ttlStream, "timers"}} {
 		for _, comp := range []bool{false, true} {
 			for _, maxPar := range []int{128, 4096} {
 				data, offs, n := s.build(comp, maxPar, 5, 40)

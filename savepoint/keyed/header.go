@@ -131,6 +131,8 @@ type StateMeta struct {
 	// Column plans of the file's keys and of the values (both set when
 	// the state's entries decode into columns; see ReadColumns).
 	colKey, colVal *serde.ColumnPlan
+	colTimer       bool
+	colTimerNS     serde.Decoder
 }
 
 // Serializer returns the snapshot registered under key, or nil.

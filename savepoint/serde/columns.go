@@ -662,3 +662,29 @@ func (p *ColumnPlan) DecodeKeyVoid(b []byte, base int64, c *Columns) bool {
 func (p *ColumnPlan) DecodeFast(b []byte, base int64, c *Columns) bool {
 	return p.fastExact(b, base, c)
 }
+
+// TimerParts returns the key and namespace decoders of a timer decoder
+// (TimerSerializer: i64 timestamp, key, namespace), ok false for other
+// decoders.
+func TimerParts(dec Decoder) (key, namespace Decoder, ok bool) {
+	dc, isDec := dec.(*decoder)
+	if !isDec || dc.k != kTimer || len(dc.kids) != 2 {
+		return nil, nil, false
+	}
+	return dc.kids[0], dc.kids[1], true
+}
+
+// Decode decodes one value from d into c with every check of the
+// generic decoder (errors recorded in d, as Decoder.Decode records
+// them); on error c is unchanged.
+func (p *ColumnPlan) Decode(d *binfmt.Decbuf, c *Columns) {
+	n := c.n
+	p.decode(d, c)
+	if d.Err() != nil {
+		c.Truncate(n)
+	}
+}
+
+// TimerTimestamp decodes the i64 timestamp a TimerSerializer writes
+// (sign bit flipped so timers sort by time).
+func TimerTimestamp(b []byte) int64 { return int64(binary.BigEndian.Uint64(b)) ^ tsSignFlip }
