@@ -13,7 +13,7 @@ import (
 func init() {
 	RegisterBench(&cli.Command{
 		Name:  "inspect",
-		Usage: "savepoint read speed on a generated canonical savepoint: raw read (page cache and cold from disk) vs header-only scan, full decode (warm and cold), validation and check",
+		Usage: "savepoint read speed on a generated canonical savepoint: raw read (page cache and cold from disk) vs header-only scan, full decode (warm and cold; generic values and typed column batches), validation and check",
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "quick", Usage: "small savepoint (200k entries) instead of 10M (~1.3 GB)"},
 			&cli.Int64Flag{Name: "entries", Usage: "entries to generate (overrides --quick)"},
@@ -89,5 +89,6 @@ func runBenchInspect(c *cli.Context) error {
 	}
 	fmt.Fprintln(w, "cached: share of the keyed file in the page cache at the start (mincore); cold phases evict it first (fsync + POSIX_FADV_DONTNEED)")
 	fmt.Fprintln(w, "full decodes build every key and value; except \"kept values\" they recycle value memory between callbacks (ScanOptions.ReuseValues)")
+	fmt.Fprintln(w, "\"columnar\" decodes into typed column batches (Savepoint.ScanColumns): same checks, no boxed values, whole batches handed over by the workers")
 	return nil
 }
