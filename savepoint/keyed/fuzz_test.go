@@ -13,7 +13,8 @@ func fuzzSeedsFromFixtures(f *testing.F, add func(header []byte, blocks [][]byte
 	if fixtures.Dir() == "" {
 		return
 	}
-	for _, fx := range []string{"sql-rocksdb-canonical-join-mapstate", "flink1.19-rocksdb-canonical-snappy-compressed", "sql-rocksdb-canonical-windowjoin-liststate-timers"} {
+	for _, fx := range []string{"sql-rocksdb-canonical-join-mapstate", "flink1.19-rocksdb-canonical-snappy-compressed", "sql-rocksdb-canonical-windowjoin-liststate-timers",
+		"sql-rocksdb-canonical-groupagg-ttl-valuestate", "sql-rocksdb-canonical-deduplicate-valuestate"} {
 		m := readTestMetadata(f, fx)
 		for _, op := range m.operators {
 			for _, st := range op.subtasks {
@@ -116,6 +117,23 @@ func FuzzFixtureBlocks(f *testing.F) {
 		stream := append(append([]byte{}, s.hdr...), block...)
 		for kg := 0; kg < 128; kg += 37 {
 			_ = ReadKeyGroup(bytes.NewReader(stream), int64(len(stream)), "fuzz", s.h, kg, int64(len(s.hdr)), s.maxPar, func(*Entry) error { return nil })
+		}
+		// Columnar reads (timers and SQL rows of the real headers) fail
+		// exactly as the generic decode does.
+		// The key group of the block's first entry (state id, key length,
+		// then the key-group prefix), so that entries get decoded.
+		kg := int64(0)
+		if len(block) >= 8 {
+			kg = int64(block[6] & 0x7F)
+			if KeyGroupPrefixBytes(s.maxPar) == 2 {
+				kg = int64(block[6]&0x7F)<<8 | int64(block[7])
+			}
+		}
+		blocks := [][2]int64{{kg, int64(len(s.hdr))}}
+		_, gerr := readGeneric(stream, "fuzz", s.h, s.maxPar, blocks)
+		_, _, cerr := readColumnar(stream, "fuzz", s.h, s.maxPar, 5, blocks)
+		if fmt.Sprint(gerr) != fmt.Sprint(cerr) {
+			t.Fatalf("generic: %v\ncolumnar: %v", gerr, cerr)
 		}
 	})
 }
