@@ -28,6 +28,15 @@
 // file, key group and offset. Serializers without a data decoder never fail
 // a read: their parts are reported as *serde.Raw.
 //
+// BlockReader.ReadColumns is the typed full decode: entries of states with
+// a fixed, known layout (StateMeta.Columnar: SQL rows of scalar, string and
+// TIMESTAMP(p ≤ 3) fields, primitives and strings as keys and values, TTL
+// wrappers, timers, VoidNamespace) are decoded straight into ColumnBatch
+// columns (int64/float64 slices, null bitmaps, string offsets, TTL and
+// timer timestamps) with exactly the checks and errors of ModeDecode;
+// entries of other states go through the generic decoder to a fallback
+// callback.
+//
 // # Operator state
 //
 // ReadOperatorHeader parses an operator-state file header; ReadListElement
