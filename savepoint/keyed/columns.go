@@ -117,7 +117,8 @@ type ColumnOptions struct {
 	// ExpectedEnd and End as in ReadOptions.
 	ExpectedEnd, End int64
 	// MaxRows is the most entries per batch (0 = DefaultBatchRows): a
-	// fuller batch is emitted and a new one started.
+	// fuller batch (or one holding 4 MiB of entry bytes) is emitted and a
+	// new one started.
 	MaxRows int
 	// NewBatch, when set, supplies the batches (for st; the reader resets
 	// it) and emitted batches belong to the callee; otherwise the reader
@@ -127,6 +128,11 @@ type ColumnOptions struct {
 
 // DefaultBatchRows is the default ColumnOptions.MaxRows.
 const DefaultBatchRows = 4096
+
+// batchMaxBytes bounds a batch's entry bytes: a fuller batch is emitted
+// (memory stays bounded, and string offsets, at most 1.5x the entry bytes
+// plus one entry of at most 1 GiB, fit in uint32).
+const batchMaxBytes = 4 << 20
 
 // ReadColumns decodes the block of key group keyGroup (at offset off of
 // src, size bytes long) like Read with ModeDecode, but decodes the
@@ -226,7 +232,7 @@ func (r *BlockReader) ReadColumns(src io.ReaderAt, size int64, name string, h *H
 				return err
 			}
 			b.Bytes += int64(len(key) + len(val))
-			if b.Len() >= maxRows {
+			if b.Len() >= maxRows || b.Bytes >= batchMaxBytes {
 				if err := flush(b); err != nil {
 					return err
 				}
