@@ -1,9 +1,14 @@
 package engine
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/linxGnu/grocksdb"
@@ -12,7 +17,9 @@ import (
 // ListMergeDelimiter is the byte Flink's RocksDB list state puts between
 // list elements; its merge operator ("stringappendtest") joins operands
 // with it. ReadNativeDir uses the same joining so that list entries whose
-// merge operands were never compacted read as one value.
+// merge operands were never compacted read as one value (except in
+// families whose OPTIONS name the engine's own list merge operator,
+// ListMergeName, which it merges with ListMergeOperator).
 const ListMergeDelimiter = ','
 
 // listAppendMerge joins merge operands with ListMergeDelimiter, as Flink's
@@ -47,6 +54,7 @@ func (listAppendMerge) PartialMerge(_, left, right []byte) ([]byte, bool) {
 var (
 	readOptsOnce sync.Once
 	readOpts     *grocksdb.Options
+	engineOpts   *grocksdb.Options
 )
 
 // nativeReadOptions are the options of every ReadNativeDir open, made once
@@ -61,8 +69,120 @@ func nativeReadOptions() *grocksdb.Options {
 		o.SetInfoLogLevel(grocksdb.ErrorInfoLogLevel)
 		o.SetMergeOperator(listAppendMerge{})
 		readOpts = o
+		e := grocksdb.NewDefaultOptions()
+		e.SetParanoidChecks(true)
+		e.SetMaxOpenFiles(64)
+		e.SetInfoLogLevel(grocksdb.ErrorInfoLogLevel)
+		e.SetMergeOperator(ListMergeOperator{})
+		engineOpts = e
 	})
 	return readOpts
+}
+
+// engineListOptions are the options of the column families of an engine
+// directory whose OPTIONS name the engine's list merge operator (never
+// destroyed, as nativeReadOptions).
+func engineListOptions() *grocksdb.Options {
+	nativeReadOptions()
+	return engineOpts
+}
+
+// maxOptionsFile bounds the OPTIONS file ReadNativeDir parses.
+const maxOptionsFile = 64 << 20
+
+// listMergeFamilies returns the column families whose merge operator in
+// dir's newest OPTIONS file is ListMergeName (the engine's list families).
+// A directory without an OPTIONS file yields none (Flink's operator is
+// used for every family).
+func listMergeFamilies(dir string) (map[string]bool, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("engine: native dir: %w", err)
+	}
+	best, bestN := "", int64(-1)
+	for _, e := range ents {
+		num, ok := strings.CutPrefix(e.Name(), "OPTIONS-")
+		if !ok || e.IsDir() {
+			continue
+		}
+		n, err := strconv.ParseInt(num, 10, 64)
+		if err != nil || n < 0 {
+			continue
+		}
+		if n > bestN {
+			best, bestN = e.Name(), n
+		}
+	}
+	out := map[string]bool{}
+	if best == "" {
+		return out, nil
+	}
+	path := filepath.Join(dir, best)
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("engine: options file: %w", err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(io.LimitReader(f, maxOptionsFile))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	cf, line := "", 0
+	for sc.Scan() {
+		line++
+		t := strings.TrimSpace(sc.Text())
+		if strings.HasPrefix(t, "[") {
+			cf = ""
+			if name, ok := strings.CutPrefix(t, "[CFOptions \""); ok {
+				name, ok = strings.CutSuffix(name, "\"]")
+				if !ok {
+					return nil, fmt.Errorf("engine: %s line %d: malformed section %q", path, line, t)
+				}
+				cf = unescapeOptionName(name)
+			}
+			continue
+		}
+		if cf == "" {
+			continue
+		}
+		if v, ok := strings.CutPrefix(t, "merge_operator="); ok && mergeOperatorID(v) == ListMergeName {
+			out[cf] = true
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("engine: options file %s (after line %d): %w", path, line, err)
+	}
+	return out, nil
+}
+
+// mergeOperatorID returns the operator name of an OPTIONS merge_operator
+// value: a bare name or a customizable form "{id=NAME;...}".
+func mergeOperatorID(v string) string {
+	v = strings.TrimSpace(v)
+	if inner, ok := strings.CutPrefix(v, "{"); ok {
+		inner = strings.TrimSuffix(inner, "}")
+		for _, part := range strings.Split(inner, ";") {
+			if id, ok := strings.CutPrefix(strings.TrimSpace(part), "id="); ok {
+				return strings.TrimSpace(id)
+			}
+		}
+		return ""
+	}
+	return v
+}
+
+// unescapeOptionName undoes RocksDB's escaping of section names
+// (a backslash before the escaped character).
+func unescapeOptionName(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			i++
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }
 
 // ErrStopRead may be returned by a ReadNativeDir callback to end the read
@@ -90,9 +210,16 @@ func ReadNativeDir(dir string, fn func(cf string, key, value []byte) error) (err
 	if len(names) == 0 || len(names) > 1<<16 {
 		return fmt.Errorf("engine: %s lists %d column families", dir, len(names))
 	}
+	engineLists, err := listMergeFamilies(dir)
+	if err != nil {
+		return err
+	}
 	cfOpts := make([]*grocksdb.Options, len(names))
-	for i := range names {
+	for i, name := range names {
 		cfOpts[i] = opts
+		if engineLists[name] {
+			cfOpts[i] = engineListOptions()
+		}
 	}
 	db, handles, err := grocksdb.OpenDbForReadOnlyColumnFamilies(opts, dir, names, cfOpts, false)
 	if err != nil {

@@ -27,6 +27,11 @@ const (
 	engineKindMulti  = "multiset"
 	engineKindValue  = "value"
 	maxPrefixedBytes = 1 << 30
+	// engineListFlag (bit 63 of a list value's prefix) marks a list
+	// stored per element: the prefix's other bits are the newest element's
+	// time and each element is an 8-byte big-endian last-access time,
+	// uvarint length, bytes (lists of TTL states; see package engine).
+	engineListFlag = uint64(1) << 63
 )
 
 // ErrOutOfRange is returned (wrapped) by Decode for an entry whose key
@@ -192,18 +197,37 @@ func (d *Decoder) decodeEngine(st *keyed.StateMeta, kg int, key, value []byte, f
 	if len(value) < engineTTLPrefix {
 		return d.entryErr(st.Name, key, fmt.Errorf("value of %d bytes has no %d-byte timestamp", len(value), engineTTLPrefix))
 	}
-	d.ttl = int64(binary.BigEndian.Uint64(value))
+	pre := binary.BigEndian.Uint64(value)
+	perElem := kind == engineKindList && pre&engineListFlag != 0
+	d.ttl = int64(pre &^ engineListFlag)
+	if !perElem {
+		d.ttl = int64(pre)
+	}
 	e.TTLTimestamp = &d.ttl
 	payload := value[engineTTLPrefix:]
 	switch kind {
 	case engineKindList:
+		// Per-element lists decode as Flink's TTL list state does: one
+		// TtlValue per element; whole-list values as plain elements.
 		var out serde.List
 		for p := payload; len(p) > 0; {
+			var ts int64
+			if perElem {
+				if len(p) < 8 {
+					return d.entryErr(st.Name, key, fmt.Errorf("list element %d: truncated timestamp", len(out)))
+				}
+				ts = int64(binary.BigEndian.Uint64(p))
+				p = p[8:]
+			}
 			el, r, ok := uvarintBytes(p)
 			if !ok {
 				return d.entryErr(st.Name, key, fmt.Errorf("malformed list element %d", len(out)))
 			}
-			out = append(out, raw(el))
+			if perElem {
+				out = append(out, &serde.TTLValue{LastAccess: ts, Value: raw(el)})
+			} else {
+				out = append(out, raw(el))
+			}
 			p = r
 		}
 		e.Value = out

@@ -175,6 +175,18 @@ func TestDecodeEngine(t *testing.T) {
 	if s := mustJSON(e.Value); !strings.Contains(s, `"YQ=="`) || !strings.Contains(s, `"YmM="`) {
 		t.Fatalf("list: %s", s)
 	}
+	// Per-element list (TTL state): bit 63 of the prefix, per-element
+	// timestamps; elements decode as Flink's TtlValue list.
+	pv := binary.BigEndian.AppendUint64(nil, 1700000000500|1<<63)
+	pv = append(binary.BigEndian.AppendUint64(pv, 1700000000000), 1, 'a')
+	pv = append(binary.BigEndian.AppendUint64(pv, 1700000000500), 2, 'b', 'c')
+	if err := d.Decode("l", engineKey(8, []byte("k"), []byte("n"), nil), pv, grab); err != nil {
+		t.Fatal(err)
+	}
+	want := `[["TtlValue",{"lastAccess":1700000000000,"value":{"raw":"YQ==","serializer":"sfstate-engine-bytes"}}],["TtlValue",{"lastAccess":1700000000500,"value":{"raw":"YmM=","serializer":"sfstate-engine-bytes"}}]]`
+	if s := mustJSON(e.Value); s != want || e.TTLTimestamp == nil || *e.TTLTimestamp != 1700000000500 {
+		t.Fatalf("per-element list: ttl %v %s", e.TTLTimestamp, s)
+	}
 	mv := binary.BigEndian.AppendUint64(append([]byte(nil), ts...), 3)
 	if err := d.Decode("m", engineKey(9, []byte("k"), nil, []byte("uk")), mv, grab); err != nil {
 		t.Fatal(err)
@@ -196,6 +208,8 @@ func TestDecodeEngine(t *testing.T) {
 		"no timestamp":       {engineKey(1, []byte("k"), nil, nil), []byte{1, 2}},
 		"value trailing key": {engineKey(1, []byte("k"), nil, []byte("x")), ts},
 		"bad list element":   {engineKey(1, []byte("k"), nil, nil), append(append([]byte(nil), ts...), 5, 'a')},
+		"list short elem ts": {engineKey(1, []byte("k"), nil, nil), append(binary.BigEndian.AppendUint64(nil, 1<<63|5), 0, 0, 1)},
+		"list bad elem":      {engineKey(1, []byte("k"), nil, nil), append(binary.BigEndian.AppendUint64(make([]byte, 0, 20), 1<<63|5), 0, 0, 0, 0, 0, 0, 0, 5, 9)},
 		"short multiset":     {engineKey(1, []byte("k"), nil, nil), append(append([]byte(nil), ts...), 1)},
 		"timer without prio": {[]byte{0, 1, 2}, nil},
 		"timer with a value": {append(append([]byte(nil), pk...), 'e'), []byte{1}},
