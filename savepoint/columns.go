@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sfstate/sfstate/savepoint/keyed"
+	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
 // ColumnBatch is a batch of ScanColumns: decoded entries of one state of
@@ -30,10 +31,10 @@ type ColumnBatch struct {
 // file order; a batch and its columns are valid only during fn (they are
 // recycled). Entries of other states are decoded by the generic decoder
 // and handed to fallback (values valid during the call, as with
-// ReuseValues); a nil fallback skips them. With Workers > 1, files whose
-// selected states are all columnar are decoded by that many goroutines,
-// each handing over whole batches; fn still runs on the calling
-// goroutine, in order. Memory stays bounded (a few batches of up to
+// ReuseValues); a nil fallback skips them. With Workers > 1 each file is
+// decoded by that many goroutines, each handing over whole batches (and
+// batches of copied fallback entries); fn and fallback still run on the
+// calling goroutine, in order. Memory stays bounded (a few batches of up to
 // keyed.DefaultBatchRows entries per worker).
 func (sp *Savepoint) ScanColumns(ctx context.Context, o ScanOptions, fn func(*ColumnBatch) error, fallback func(*KeyedEntry) error) error {
 	var ops []*OperatorState
@@ -116,7 +117,7 @@ func (sp *Savepoint) scanColumnsSubtask(ctx context.Context, o ScanOptions, op *
 			kgs, offs = append(kgs, kg), append(offs, off)
 		}
 	}
-	allColumnar := true
+	allColumnar := true // every selected state
 	for _, s := range f.header.States {
 		if (o.State == "" || s.Name == o.State) && !s.Columnar() {
 			allColumnar = false
@@ -130,15 +131,19 @@ func (sp *Savepoint) scanColumnsSubtask(ctx context.Context, o ScanOptions, op *
 		cb.ColumnBatch = b
 		return fn(cb)
 	}
-	if o.Workers > 1 && len(kgs) > 1 && allColumnar {
-		return sp.scanColumnsParallel(ctx, o, f, h, int(op.MaxParallelism), kgs, offs, onBatch)
-	}
 	onEntry := func(e *keyed.Entry) error {
 		if fallback == nil || (o.State != "" && e.State.Name != o.State) {
 			return nil
 		}
 		ke.Entry = e
 		return fallback(ke)
+	}
+	if o.Workers > 1 && len(kgs) > 1 {
+		var fb func(*keyed.Entry) error
+		if !allColumnar && fallback != nil {
+			fb = onEntry
+		}
+		return sp.scanColumnsParallel(ctx, o, f, h, int(op.MaxParallelism), kgs, offs, onBatch, fb)
 	}
 	ends := blockEnds(h)
 	copts := keyed.ColumnOptions{MaxParallelism: int(op.MaxParallelism)}
@@ -157,11 +162,27 @@ func (sp *Savepoint) scanColumnsSubtask(ctx context.Context, o ScanOptions, op *
 	return nil
 }
 
-// colItem is a batch (or the error) a column worker hands over.
+// colItem is a batch, fallback entries or the error a column worker
+// hands over.
 type colItem struct {
 	b   *keyed.ColumnBatch
+	fb  *fallbackBatch
 	err error
 }
+
+// fallbackBatch holds copies of fallback entries (bytes in buf, values in
+// arena) for the caller of a parallel ScanColumns.
+type fallbackBatch struct {
+	entries []keyed.Entry
+	buf     []byte
+	arena   *serde.Arena
+}
+
+// fallbackBatchEntries and fallbackBatchBytes bound a fallbackBatch.
+const (
+	fallbackBatchEntries = 256
+	fallbackBatchBytes   = 1 << 20
+)
 
 // columnBatchesAhead is how many batches of one key group a worker may
 // queue before the caller takes them.
@@ -171,7 +192,13 @@ const columnBatchesAhead = 4
 // one file whose selected states are all columnar with o.Workers goroutines (each
 // with its own range reader); whole batches reach fn in order on the
 // calling goroutine.
-func (sp *Savepoint) scanColumnsParallel(ctx context.Context, o ScanOptions, f *keyedFile, h *KeyGroupsHandle, maxPar int, kgs []int, offs []int64, fn func(*keyed.ColumnBatch) error) error {
+//
+// With fallback set, entries of states that are not columnar are decoded
+// by the workers into batches of copies (fresh value memory per batch) and
+// handed to fallback in file order among themselves; otherwise they are
+// checked and dropped.
+func (sp *Savepoint) scanColumnsParallel(ctx context.Context, o ScanOptions, f *keyedFile, h *KeyGroupsHandle, maxPar int, kgs []int, offs []int64,
+	fn func(*keyed.ColumnBatch) error, fallback func(*keyed.Entry) error) error {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() {
@@ -220,19 +247,49 @@ func (sp *Savepoint) scanColumnsParallel(ctx context.Context, o ScanOptions, f *
 				return
 			}
 			ch := chans[i]
-			copts := keyed.ColumnOptions{MaxParallelism: maxPar, ExpectedEnd: ends.after(offs[i]), NewBatch: get}
-			err := br.ReadColumns(obj, obj.Size(), f.name, f.header, kgs[i], offs[i], copts, func(b *keyed.ColumnBatch) error {
+			send := func(it colItem) error {
 				select {
-				case ch <- colItem{b: b}:
+				case ch <- it:
 					return nil
 				case <-ctx.Done():
 					return ctx.Err()
 				}
-			}, func(*keyed.Entry) error {
+			}
+			copts := keyed.ColumnOptions{MaxParallelism: maxPar, ExpectedEnd: ends.after(offs[i]), NewBatch: get}
+			onEntry := func(*keyed.Entry) error {
 				return nil // a state not selected (checked, then dropped)
-			})
+			}
+			var fb *fallbackBatch
+			if fallback != nil {
+				fb = &fallbackBatch{arena: serde.NewArena()}
+				copts.Arena = fb.arena
+				onEntry = func(e *keyed.Entry) error {
+					n := len(fb.entries)
+					fb.entries = append(fb.entries, keyed.Entry{})
+					fb.buf = e.CopyTo(&fb.entries[n], fb.buf)
+					if n+1 < fallbackBatchEntries && len(fb.buf) < fallbackBatchBytes {
+						return nil
+					}
+					if err := send(colItem{fb: fb}); err != nil {
+						return err
+					}
+					fb = &fallbackBatch{arena: serde.NewArena()}
+					br.SetArena(fb.arena)
+					return nil
+				}
+			}
+			err := br.ReadColumns(obj, obj.Size(), f.name, f.header, kgs[i], offs[i], copts, func(b *keyed.ColumnBatch) error {
+				return send(colItem{b: b})
+			}, onEntry)
 			if ctx.Err() != nil {
 				return
+			}
+			// Entries before an error reach the caller first, as in a
+			// sequential read.
+			if fb != nil && len(fb.entries) > 0 {
+				if send(colItem{fb: fb}) != nil {
+					return
+				}
 			}
 			if err != nil {
 				select {
@@ -270,6 +327,14 @@ func (sp *Savepoint) scanColumnsParallel(ctx context.Context, o ScanOptions, f *
 			}
 			if it.err != nil {
 				return it.err
+			}
+			if it.fb != nil {
+				for j := range it.fb.entries {
+					if err := fallback(&it.fb.entries[j]); err != nil {
+						return err
+					}
+				}
+				continue
 			}
 			err := fn(it.b)
 			put(it.b)

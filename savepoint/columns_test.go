@@ -80,7 +80,7 @@ func TestScanColumnsMatchesWalk(t *testing.T) {
 // WalkKeyed's error; a callback's error ends it.
 func TestScanColumnsErrors(t *testing.T) {
 	dir := t.TempDir()
-	synthSavepoint(t, dir, 3000, 1)
+	synthSavepoint(t, dir, 40000, 1) // ~310 entries per key group: several fallback batches
 	sp := openDir(t, dir)
 	h := sp.Meta.Operators[0].Subtasks[0].ManagedKeyed.(*KeyGroupsHandle)
 	p := filepath.Join(dir, h.Delegate.Path)
@@ -88,19 +88,22 @@ func TestScanColumnsErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := h.Offsets[70] + 2 + 26*5 + 14
+	at := h.Offsets[70] + 2 + 26*300 + 14
 	copy(b[at:], []byte{0x7F, 0, 0, 0})
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, werr := walkByState(t, sp, ScanOptions{KeyGroupTo: -1})
+	want, werr := walkByState(t, sp, ScanOptions{KeyGroupTo: -1})
 	if werr == nil {
 		t.Fatal("walk of a corrupt block succeeded")
 	}
-	for _, workers := range []int{0, 2} {
-		_, _, err := columnsByState(t, sp, ScanOptions{KeyGroupTo: -1, Workers: workers})
+	for _, workers := range []int{0, 2, 3} {
+		got, _, err := columnsByState(t, sp, ScanOptions{KeyGroupTo: -1, Workers: workers})
 		if err == nil || err.Error() != werr.Error() {
 			t.Fatalf("workers %d: columnar error %v, walk %v", workers, err, werr)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("workers %d: entries before the error differ from the walk's", workers)
 		}
 	}
 	n := 0

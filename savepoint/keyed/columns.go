@@ -124,6 +124,11 @@ type ColumnOptions struct {
 	// it) and emitted batches belong to the callee; otherwise the reader
 	// reuses its own batches after emit returns.
 	NewBatch func(st *StateMeta) *ColumnBatch
+	// Arena, when set, is where the generic decoder builds the values of
+	// fallback entries (never reset by the reader; BlockReader.SetArena
+	// switches it from a callback), so they outlive their callback;
+	// otherwise they live in recycled memory, valid during the callback.
+	Arena *serde.Arena
 }
 
 // DefaultBatchRows is the default ColumnOptions.MaxRows.
@@ -151,7 +156,8 @@ func (r *BlockReader) ReadColumns(src io.ReaderAt, size int64, name string, h *H
 	}
 	defer func() { r.src = nil }()
 	prefix := KeyGroupPrefixBytes(o.MaxParallelism)
-	r.useArena(true, nil)
+	reuse := o.Arena == nil
+	r.useArena(reuse, o.Arena)
 	maxRows := o.MaxRows
 	if maxRows <= 0 {
 		maxRows = DefaultBatchRows
@@ -222,10 +228,12 @@ func (r *BlockReader) ReadColumns(src io.ReaderAt, size int64, name string, h *H
 			return r.errAt(entryPos+4, fmt.Errorf("%w: entry key-group prefix %d in the block of key group %d", binfmt.ErrCorrupt, g, keyGroup))
 		}
 		keyPos, valPos := entryPos+4, entryPos+8+int64(kl)
-		if r.sinceReset == reuseEvery {
-			r.resetArena()
+		if reuse {
+			if r.sinceReset == reuseEvery {
+				r.resetArena()
+			}
+			r.sinceReset++
 		}
-		r.sinceReset++
 		if st.colKey != nil {
 			b := get(st)
 			if err := r.appendColumns(d, st, b, key, val, prefix, keyPos, valPos); err != nil {
