@@ -718,26 +718,7 @@ func (l *Lazy) adopt(batch []*unit) error {
 		for _, f := range g.files {
 			os.Remove(filepath.Join(filesDir, f.Name))
 		}
-		n := 0
-		err := engine.ReadNativeDir(imp, func(cf string, key, val []byte) error {
-			if cf == "default" {
-				return nil
-			}
-			st, ok := stateOf[cf]
-			if !ok {
-				return fmt.Errorf("undeclared state %q", cf)
-			}
-			kg, err := l.layout.KeyGroupOf(key)
-			if err != nil || !r.Contains(kg) || !mask[kg-r.Start] {
-				return nil // not this subtask's or not the old one's: clipped
-			}
-			if n++; n%1024 == 0 {
-				if err := l.ctx.Err(); err != nil {
-					return err
-				}
-			}
-			return w.add(st, kg, key, val)
-		})
+		err := readScratch(l.ctx, imp, l.layout, mask, stateOf, w.add)
 		if err == nil {
 			err = w.finish()
 		}
@@ -776,12 +757,16 @@ func (l *Lazy) adopt(batch []*unit) error {
 	return nil
 }
 
+// rewriteBlockSize is the data block size of the rewritten SST files.
+var rewriteBlockSize = 32 << 10
+
 // sstOut writes adopted entries into SST files, one per (state, key group).
 type sstOut struct {
 	dir     string
 	layout  engine.Layout
 	env     *grocksdb.EnvOptions
 	opts    *grocksdb.Options
+	bbto    *grocksdb.BlockBasedTableOptions
 	w       *grocksdb.SSTFileWriter
 	st, kg  int
 	n       int
@@ -797,7 +782,14 @@ func (o *sstOut) add(st, kg int, key, val []byte) error {
 	}
 	if o.w == nil {
 		if o.env == nil {
-			o.env, o.opts = grocksdb.NewDefaultEnvOptions(), grocksdb.NewDefaultOptions()
+			o.env, o.opts, o.bbto = grocksdb.NewDefaultEnvOptions(), grocksdb.NewDefaultOptions(), grocksdb.NewDefaultBlockBasedTableOptions()
+			// The adopted values were compressed (or not) when the old
+			// subtask wrote them and are rewritten once: no compression
+			// (readable by any build of the engine) and larger blocks
+			// keep the rewrite's CPU to copying.
+			o.opts.SetCompression(grocksdb.NoCompression)
+			o.bbto.SetBlockSize(rewriteBlockSize)
+			o.opts.SetBlockBasedTableFactory(o.bbto)
 		}
 		o.w = grocksdb.NewSSTFileWriter(o.env, o.opts)
 		o.n++
@@ -830,6 +822,7 @@ func (o *sstOut) close() {
 	if o.env != nil {
 		o.env.Destroy()
 		o.opts.Destroy()
+		o.bbto.Destroy()
 		o.env = nil
 	}
 }
