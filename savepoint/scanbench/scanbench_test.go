@@ -194,13 +194,16 @@ func TestColumnsMatchWalk(t *testing.T) {
 
 // BenchmarkColumns: the columnar full decode (one worker) of a generated
 // savepoint; compare with BenchmarkWalkDecode.
-func BenchmarkColumns(b *testing.B) { benchScan(b, true) }
+func BenchmarkColumns(b *testing.B) { benchScan(b, true, 1) }
+
+// BenchmarkColumns2 is BenchmarkColumns with two workers.
+func BenchmarkColumns2(b *testing.B) { benchScan(b, true, 2) }
 
 // BenchmarkWalkDecode: the generic full decode (one worker, recycled
 // values) of the same savepoint.
-func BenchmarkWalkDecode(b *testing.B) { benchScan(b, false) }
+func BenchmarkWalkDecode(b *testing.B) { benchScan(b, false, 1) }
 
-func benchScan(b *testing.B, cols bool) {
+func benchScan(b *testing.B, cols bool, workers int) {
 	g, err := Generate(b.TempDir(), 200_000)
 	if err != nil {
 		b.Fatal(err)
@@ -215,7 +218,7 @@ func benchScan(b *testing.B, cols bool) {
 	for b.Loop() {
 		var n int64
 		if cols {
-			n, err = columns(ctx, sp, 1)
+			n, err = columns(ctx, sp, workers)
 		} else {
 			n, err = walk(ctx, sp, savepoint.ScanOptions{KeyGroupTo: -1, Workers: 1, ReuseValues: true})
 		}
