@@ -106,3 +106,12 @@ func nativeListMerge(vals [][]byte) (out []byte, ok bool) {
 	defer C.free(unsafe.Pointer(r))
 	return C.GoBytes(unsafe.Pointer(r), C.int(outLen)), true
 }
+
+// RocksDB's per-thread perf counting levels (rocksdb::PerfLevel).
+const (
+	perfLevelDisable = 1 // no perf_context counters
+	perfLevelDefault = 2 // kEnableCount, the library default
+)
+
+// setPerfLevel sets RocksDB's perf level for the calling OS thread.
+func setPerfLevel(level int) { C.rocksdb_set_perf_level(C.int(level)) }

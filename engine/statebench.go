@@ -35,6 +35,7 @@ type StateBenchConfig struct {
 	Progress func(step string)
 
 	microFilter map[string]bool // run only these micro-benchmarks (nil: all)
+	perfLevel   int             // RocksDB perf level for the micro thread (0: library default)
 	verifyMicro bool            // compare both paths' stored state after each micro-benchmark
 }
 

@@ -230,6 +230,12 @@ func runMicro(cfg StateBenchConfig, dir string, note func(string)) ([]MicroResul
 	}
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	if cfg.perfLevel > 0 {
+		// Perf counting is per thread: set for the locked thread, both
+		// paths run on it.
+		setPerfLevel(cfg.perfLevel)
+		defer setPerfLevel(perfLevelDefault)
+	}
 	var out []MicroResult
 	for _, d := range microDefs() {
 		if cfg.microFilter != nil && !cfg.microFilter[d.name] {

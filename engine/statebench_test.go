@@ -165,6 +165,9 @@ func BenchmarkMicro(b *testing.B) {
 			cfg.microFilter[op] = true
 		}
 	}
+	if s := os.Getenv("SFSTATE_PERF_LEVEL"); s != "" {
+		cfg.perfLevel, _ = strconv.Atoi(s)
+	}
 	for i := 0; i < b.N; i++ {
 		res, err := runMicro(cfg, b.TempDir(), func(string) {})
 		if err != nil {
