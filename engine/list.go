@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 )
 
 // List values come in two stored formats, told apart by bit 63 of the
@@ -208,4 +209,29 @@ func (ListMergeOperator) FullMerge(_, existing []byte, operands [][]byte) ([]byt
 func (ListMergeOperator) PartialMerge(_, left, right []byte) ([]byte, bool) {
 	out, err := mergeListValues(nil, left, right)
 	return out, err == nil
+}
+
+// StoredTimestamp returns the last-access time of a stored value (for a
+// per-element list, its newest element's time): the 8-byte prefix with
+// the per-element flag (bit 63) cleared. ok is false when v is shorter
+// than the prefix.
+func StoredTimestamp(v []byte) (ts int64, ok bool) {
+	ts, _, ok = splitValue(v)
+	return ts, ok
+}
+
+// LiveValue appends to dst what a read of the stored value v of a state of
+// kind kind with TTL ttl returns at now, in the form ScanKeyGroups reports
+// it: the 8-byte big-endian time (a list's newest live element's) followed
+// by the public payload (a list's live elements in the whole-list
+// encoding). live is false when nothing of v is live. It lets tools compare
+// stored entries with what a restored backend returns.
+func LiveValue(dst []byte, kind Kind, ttl time.Duration, v []byte, now int64) (out []byte, live bool, err error) {
+	s := &State{desc: StateDesc{Name: "stored", Kind: kind, TTL: ttl}, ttlMs: ttl.Milliseconds()}
+	ts, p, _, live, err := s.livePayload(nil, v, now)
+	if err != nil || !live {
+		return dst, false, err
+	}
+	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
+	return append(dst, p...), true, nil
 }

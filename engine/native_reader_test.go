@@ -186,3 +186,48 @@ func TestMergeOperatorID(t *testing.T) {
 		t.Errorf("unescape: %q", got)
 	}
 }
+
+// TestLiveValue: the stored-value helpers for tools agree with what a
+// state's ScanKeyGroups reports for per-element and whole-list values.
+func TestLiveValue(t *testing.T) {
+	per := binary.BigEndian.AppendUint64(nil, listPrefix(true, 5000))
+	per = appendListElem(per, true, 1000, []byte("old"))
+	per = appendListElem(per, true, 5000, []byte("new"))
+	if ts, ok := StoredTimestamp(per); !ok || ts != 5000 {
+		t.Fatalf("StoredTimestamp = %d, %v", ts, ok)
+	}
+	if _, ok := StoredTimestamp(per[:7]); ok {
+		t.Fatal("short value accepted")
+	}
+	for _, c := range []struct {
+		now   int64
+		live  bool
+		ts    int64
+		elems []string
+	}{{2000, true, 5000, []string{"old", "new"}}, {3000, true, 5000, []string{"new"}}, {7000, false, 0, nil}} {
+		out, live, err := LiveValue([]byte("x"), KindList, 2*time.Second, per, c.now)
+		if err != nil || live != c.live {
+			t.Fatalf("now %d: live %v, %v", c.now, live, err)
+		}
+		if !live {
+			continue
+		}
+		if out[0] != 'x' || int64(binary.BigEndian.Uint64(out[1:])) != c.ts {
+			t.Fatalf("now %d: %x", c.now, out)
+		}
+		if got := publicElems(t, out[1+TTLPrefix:]); !slices.Equal(got, c.elems) {
+			t.Fatalf("now %d: %v, want %v", c.now, got, c.elems)
+		}
+	}
+	whole := binary.BigEndian.AppendUint64(nil, 1000)
+	whole = appendListElem(whole, false, 0, []byte("w"))
+	if out, live, err := LiveValue(nil, KindList, time.Second, whole, 1500); err != nil || !live || !bytes.Equal(out, whole) {
+		t.Fatalf("whole list: %x %v %v", out, live, err)
+	}
+	if _, live, _ := LiveValue(nil, KindValue, time.Second, whole, 2000); live {
+		t.Fatal("expired value live")
+	}
+	if _, _, err := LiveValue(nil, KindList, time.Second, append(per, 1), 2000); err == nil {
+		t.Fatal("malformed list accepted")
+	}
+}

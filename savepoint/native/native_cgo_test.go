@@ -476,3 +476,140 @@ func BenchmarkWalkEngineCheckpoint(b *testing.B) {
 	}
 	b.ReportMetric(float64(entries)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 }
+
+// takeEngineListCheckpoint appends to a TTL list state and a list state
+// in three bundles (the first flushed, the others still in the memtable
+// when the checkpoint flushes): the checkpoint holds list merge records no
+// compaction has folded. It returns the elements per state and key group
+// with their expected timestamps.
+func takeEngineListCheckpoint(t *testing.T, root string) map[string][]string {
+	t.Helper()
+	const maxPar = 128
+	states := []engine.StateDesc{
+		{Name: "tl", Kind: engine.KindList, TTL: time.Hour},
+		{Name: "l", Kind: engine.KindList},
+	}
+	l := engine.Layout{MaxParallelism: maxPar, Range: engine.KeyGroupRange{Start: 0, End: maxPar - 1}}
+	clock := engine.NewManualClock(1_700_000_000_000)
+	be, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), "task"), l, states, engine.RocksOptions{Clock: clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { be.Close() })
+	op := engine.NewOperator(be, clock)
+	tl, err := op.State("tl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ls, err := op.State("l")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := op.NewBundle()
+	defer b.Close()
+	want := map[string][]string{}
+	for round := 0; round < 3; round++ {
+		if err := b.Begin(nil); err != nil {
+			t.Fatal(err)
+		}
+		now := clock.Now()
+		for k := 0; k < 5; k++ {
+			kg := k * 25
+			key := tl.Key(nil, kg, []byte(fmt.Sprint("user-", k)), nil)
+			e1, e2 := fmt.Sprintf("t%d,%d", k, round), fmt.Sprintf("u%d,%d", k, round)
+			if err := b.ListAddAll(tl, key, [][]byte{[]byte(e1), []byte(e2)}); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.ListAdd(ls, key, []byte(e1)); err != nil {
+				t.Fatal(err)
+			}
+			tk, lk := fmt.Sprintf("tl kg=%d %x", kg, key), fmt.Sprintf("l kg=%d %x", kg, key)
+			want[tk] = append(want[tk], fmt.Sprintf("%x@%d", e1, now), fmt.Sprintf("%x@%d", e2, now))
+			want[lk] = append(want[lk], fmt.Sprintf("%x", e1))
+		}
+		if err := b.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if round == 0 {
+			if err := be.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clock.Advance(time.Second)
+	}
+	st, err := s3.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.New(st, checkpoint.Options{}).TakeSync(context.Background(), []engine.Backend{be}, 1); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// TestEngineNativeCheckpointListMerges walks an engine checkpoint holding
+// uncompacted list appends (the inspect --deep path): list values merge
+// with the engine's list operator, TTL lists decode as Flink's per-element
+// TtlValue lists with each element's own time and the value's TTL is the
+// newest element's.
+func TestEngineNativeCheckpointListMerges(t *testing.T) {
+	root := t.TempDir()
+	want := takeEngineListCheckpoint(t, root)
+	st, err := s3.NewLocal(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := savepoint.Open(context.Background(), st, checkpoint.MetadataKey(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := native.Open(context.Background(), sp, savepoint.ScanOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]string{}
+	ttls := map[string]int64{}
+	err = snap.Walk(context.Background(), sp, engine.ReadNativeDir, native.WalkOptions{KeyGroupTo: -1, TempDir: t.TempDir()}, func(h *native.Handle, e *keyed.Entry) error {
+		id := fmt.Sprintf("%s kg=%d %x", e.State.Name, e.KeyGroup, e.KeyBytes)
+		list, ok := e.Value.(serde.List)
+		if !ok {
+			return fmt.Errorf("%s: value %T", id, e.Value)
+		}
+		if e.TTLTimestamp == nil {
+			return fmt.Errorf("%s: no TTL timestamp", id)
+		}
+		ttls[id] = *e.TTLTimestamp
+		for _, el := range list {
+			switch x := el.(type) {
+			case *serde.TTLValue:
+				r, ok := x.Value.(*serde.Raw)
+				if !ok || e.State.Name != "tl" {
+					return fmt.Errorf("%s: TTL element %T", id, x.Value)
+				}
+				got[id] = append(got[id], fmt.Sprintf("%x@%d", r.Bytes, x.LastAccess))
+			case *serde.Raw:
+				if e.State.Name != "l" {
+					return fmt.Errorf("%s: plain element in a TTL list", id)
+				}
+				got[id] = append(got[id], fmt.Sprintf("%x", x.Bytes))
+			default:
+				return fmt.Errorf("%s: element %T", id, el)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) || len(want) != 10 {
+		t.Fatalf("%d lists decoded, want %d: %v", len(got), len(want), got)
+	}
+	for id, w := range want {
+		if strings.Join(got[id], " ") != strings.Join(w, " ") {
+			t.Errorf("%s:\n got %v\nwant %v", id, got[id], w)
+		}
+		if strings.HasPrefix(id, "tl ") && ttls[id] != 1_700_000_002_000 {
+			t.Errorf("%s: TTL timestamp %d, want the newest element's", id, ttls[id])
+		}
+	}
+}
