@@ -178,3 +178,69 @@ func readerExact(dec Decoder, b []byte, base int64) (Value, error) {
 	}
 	return v, nil
 }
+
+// columnSnaps are the serializers FuzzColumns decodes.
+var columnSnaps = []*Snapshot{
+	{Class: ClassRowData, Types: colTypes},
+	{Class: ClassTTL, Nested: []*Snapshot{{Class: ClassLong}, {Class: ClassRowData, Types: colTypes}}},
+	{Class: ClassLong}, {Class: ClassInt}, {Class: ClassBoolean}, {Class: ClassStringData}, {Class: ClassString},
+}
+
+// FuzzColumns: column plans agree with the generic decoder on any input
+// (same value or same error; the fast path accepts only what decodes).
+func FuzzColumns(f *testing.F) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 4 {
+		f.Add(uint8(0), randRow(r, colTypes))
+		f.Add(uint8(1), append(binary.BigEndian.AppendUint64(nil, r.Uint64()), randRow(r, colTypes)...))
+	}
+	f.Add(uint8(2), []byte{1, 2, 3, 4, 5, 6, 7, 8})
+	f.Add(uint8(4), []byte{1})
+	f.Add(uint8(5), []byte{0, 0, 0, 2, 'h', 'i'})
+	f.Add(uint8(6), []byte{3, 0xC3, 0x01, 0x41})
+	decs := make([]Decoder, len(columnSnaps))
+	plans := make([]*ColumnPlan, len(columnSnaps))
+	for i, s := range columnSnaps {
+		decs[i] = NewDecoder(s)
+		plans[i] = PlanColumns(decs[i])
+		if plans[i] == nil {
+			f.Fatalf("%s: no plan", s.Class)
+		}
+	}
+	f.Fuzz(func(t *testing.T, which uint8, b []byte) {
+		i := int(which) % len(decs)
+		dec, p := decs[i], plans[i]
+		want, gerr := readerExact(dec, b, 10)
+		cols := p.NewColumns()
+		cerr := p.DecodeExact(binfmt.New(nil, 0), b, 10, cols)
+		if fmt.Sprint(gerr) != fmt.Sprint(cerr) {
+			t.Fatalf("generic %v, columns %v", gerr, cerr)
+		}
+		if gerr != nil {
+			if cols.Len() != 0 || p.DecodeFast(b, 10, cols) {
+				t.Fatal("a failed value reached the columns")
+			}
+			return
+		}
+		// Values print alike (NaN fields are unequal to themselves).
+		if got := cols.Value(0); !reflect.DeepEqual(got, want) && render(got) != render(want) {
+			t.Fatalf("columns %s, decoder %s", render(got), render(want))
+		}
+	})
+}
+
+// render prints a value with its types, looking through rows and TTL
+// wrappers.
+func render(v Value) string {
+	switch x := v.(type) {
+	case *Row:
+		out := fmt.Sprintf("row %d [", x.Kind)
+		for _, f := range x.Fields {
+			out += render(f) + " "
+		}
+		return out + "]"
+	case *TTLValue:
+		return fmt.Sprintf("ttl %d %s", x.LastAccess, render(x.Value))
+	}
+	return fmt.Sprintf("%T(%v)", v, v)
+}
