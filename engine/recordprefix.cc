@@ -15,11 +15,18 @@
 #include <mutex>
 #include <string>
 
+#include <rocksdb/options.h>
 #include <rocksdb/slice.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/utilities/object_registry.h>
 
 #include "recordprefix.h"
+
+// The C API's options wrapper, declared exactly as the C API (and shim.cc)
+// declare it.
+struct rocksdb_options_t {
+  rocksdb::Options rep;
+};
 
 namespace {
 
@@ -92,4 +99,17 @@ extern "C" int sfs_record_prefix_register(void) {
 
 extern "C" long sfs_record_prefix_len(int w, const char* key, size_t n) {
   return groupPrefixLen(w, key, n);
+}
+
+extern "C" int sfs_options_set_record_prefix(rocksdb_options_t* opts, int w,
+                                             double memtable_bloom_ratio) {
+  if (w != 1 && w != 2) {
+    return 1;
+  }
+  if (sfs_record_prefix_register() != 0) {
+    return 2;
+  }
+  opts->rep.prefix_extractor = std::make_shared<GroupPrefix>(w);
+  opts->rep.memtable_prefix_bloom_size_ratio = memtable_bloom_ratio;
+  return 0;
 }

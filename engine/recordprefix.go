@@ -7,7 +7,34 @@ import "C"
 import (
 	"fmt"
 	"unsafe"
+
+	"github.com/linxGnu/grocksdb"
 )
+
+// RecordStateName is the engine state of the join record layout (package
+// recordstore's RecordStateName, a map state): its column family gets the
+// record prefix extractor and a memtable prefix bloom in its options when
+// the instance opens (unless RocksOptions.NoRecordPrefix), so the first
+// memtable after an open or a restore has the bloom too.
+const RecordStateName = "join-records"
+
+// RecordMemtableBloomRatio sizes the record family's memtable prefix bloom
+// as a fraction of its write buffer (memtable_prefix_bloom_size_ratio).
+const RecordMemtableBloomRatio = 0.1
+
+// recordPrefixState reports whether s is the join record layout's state.
+func recordPrefixState(s StateDesc) bool {
+	return s.Name == RecordStateName && s.Kind == KindMap
+}
+
+// setRecordPrefix puts the record prefix extractor for key-group width w
+// and the memtable prefix bloom into o.
+func setRecordPrefix(o *grocksdb.Options, w int) error {
+	if rc := C.sfs_options_set_record_prefix(nativeOptions(o), C.int(w), C.double(RecordMemtableBloomRatio)); rc != 0 {
+		return fmt.Errorf("engine: setting the record prefix extractor (width %d) failed (%d)", w, int(rc))
+	}
+	return nil
+}
 
 // RecordPrefixExtractor registers (once per process) and returns the name
 // of the RocksDB prefix extractor of the join record layout for key-group

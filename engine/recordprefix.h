@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include <rocksdb/c.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -16,6 +18,13 @@ int sfs_record_prefix_register(void);
 // when the key is outside its domain (for tests: the same code RocksDB
 // calls).
 long sfs_record_prefix_len(int w, const char* key, size_t n);
+
+// Sets the group-prefix extractor for key-group width w and a memtable
+// prefix bloom of memtable_bloom_ratio of the write buffer on opts (before
+// the column family is opened, so its first memtable has the bloom);
+// returns 0 on success.
+int sfs_options_set_record_prefix(rocksdb_options_t* opts, int w,
+                                  double memtable_bloom_ratio);
 
 #ifdef __cplusplus
 }

@@ -41,6 +41,10 @@ type RocksOptions struct {
 	Clock *Clock
 	// ErrorIfExists refuses to open an existing directory.
 	ErrorIfExists bool
+	// NoRecordPrefix leaves the join record state's column family
+	// (RecordStateName) without the record prefix extractor and memtable
+	// prefix bloom it otherwise gets at open (see RecordPrefixExtractor).
+	NoRecordPrefix bool
 }
 
 func (o *RocksOptions) defaults() {
@@ -191,6 +195,11 @@ func (b *rocksBackend) open(keyGroupFiles bool) error {
 			setKeyGroupPartitioner(o, b.layout.Width())
 		}
 		b.opts = append(b.opts, o)
+		if recordPrefixState(s) && !b.ropts.NoRecordPrefix {
+			if err := setRecordPrefix(o, b.layout.Width()); err != nil {
+				return err
+			}
+		}
 		names = append(names, s.Name)
 		cfOpts = append(cfOpts, o)
 	}
