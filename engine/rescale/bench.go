@@ -90,6 +90,9 @@ type BenchRow struct {
 	LazyImportS  float64 `json:"lazy_import_s"`
 	LazyRewriteS float64 `json:"lazy_rewrite_s"`
 	LazyIngestS  float64 `json:"lazy_ingest_s"`
+	// LazyFetchedS: until the slowest subtask's last file was local
+	// (downloaded, not yet adopted).
+	LazyFetchedS float64 `json:"lazy_fetched_s"`
 	// The lazy restore again, each new subtask i also given the local
 	// directory of old subtask i (the previous incarnation in the same
 	// slot, as Flink's local recovery would keep it): identical files are
@@ -357,10 +360,12 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 		g, gctx := errgroup.WithContext(ctx)
 		for i := 0; i < newP; i++ {
 			g.Go(func() error {
-				// Half the eager restore's downloads: the bulk
-				// adoption is bounded by the rewrite, not the link, and
-				// fewer bulk streams leave a waiting read more of it.
-				o := LazyOptions{Parallel: max(1, cfg.Parallel/2), KeyGroupFiles: true}
+				// As many downloads as the eager restore: the bulk
+				// adoption keeps up with the link (the rewrite writes
+				// uncompressed files and runs while later files
+				// download), so fewer streams only lengthen the
+				// download; a waiting read pauses new bulk downloads.
+				o := LazyOptions{Parallel: cfg.Parallel, KeyGroupFiles: true}
 				if reuse && i < len(prevDirs) {
 					o.ReuseDirs = []string{prevDirs[i]}
 				}
@@ -475,6 +480,7 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 		row.LazyImportS = max(row.LazyImportS, s.Import.Seconds())
 		row.LazyRewriteS = max(row.LazyRewriteS, s.Rewrite.Seconds())
 		row.LazyIngestS = max(row.LazyIngestS, s.Ingest.Seconds())
+		row.LazyFetchedS = max(row.LazyFetchedS, s.Fetched.Seconds())
 		out[i] = l
 	}
 	if !keep {

@@ -84,6 +84,9 @@ type LazyStats struct {
 	// Ready is the time until RestoreLazy returned; AllLocal until the
 	// last unit was ingested (0 while adoption runs).
 	Ready, AllLocal time.Duration
+	// Fetched is the time until the last file was downloaded (or
+	// reused); AllLocal - Fetched is the adoption's tail.
+	Fetched time.Duration
 	// FilesDownloaded, BytesDownloaded: fetched so far from the store;
 	// FilesReused, BytesReused: taken from ReuseDirs instead.
 	FilesDownloaded, FilesReused int
@@ -483,6 +486,9 @@ func (l *Lazy) downloader(prioOnly bool) {
 		} else {
 			l.stats.FilesDownloaded++
 			l.stats.BytesDownloaded += f.obj.Size
+		}
+		if l.stats.FilesDownloaded+l.stats.FilesReused == l.stats.Files {
+			l.stats.Fetched = time.Since(l.start)
 		}
 		u.left--
 		if u.left == 0 {

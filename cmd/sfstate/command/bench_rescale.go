@@ -63,8 +63,8 @@ func runBenchRescale(c *cli.Context) error {
 		return err
 	}
 	for _, r := range rep.Rows {
-		fmt.Fprintf(w, "%s lazy: first read of a not-yet-local key group %.3f s (its unit: download %.2f s, adoption %.2f s); %d units adopted in %d ingestions (slowest subtask: import %.2f s, rewrite %.2f s, ingest %.2f s); eager (%.1f MiB) phases, slowest subtask each: download %.2f s, import/open %.2f s, clip %.2f s, copy %.2f s; %d subtasks imported, %d keys copied\n",
-			r.Direction, r.FirstReadS, r.FirstReadFetchS, r.FirstReadAdoptS, r.LazyUnits, r.LazyBatches, r.LazyImportS, r.LazyRewriteS, r.LazyIngestS, rescaleMiB(r.EagerBytes), r.DownloadS, r.BuildS, r.ClipS, r.CopyS, r.ImportedSubset, r.KeysCopied)
+		fmt.Fprintf(w, "%s lazy: first read of a not-yet-local key group %.3f s (its unit: download %.2f s, adoption %.2f s); %d units adopted in %d ingestions (slowest subtask: last file local at %.2f s; import %.2f s, rewrite %.2f s, ingest %.2f s); eager (%.1f MiB) phases, slowest subtask each: download %.2f s, import/open %.2f s, clip %.2f s, copy %.2f s; %d subtasks imported, %d keys copied\n",
+			r.Direction, r.FirstReadS, r.FirstReadFetchS, r.FirstReadAdoptS, r.LazyUnits, r.LazyBatches, r.LazyFetchedS, r.LazyImportS, r.LazyRewriteS, r.LazyIngestS, rescaleMiB(r.EagerBytes), r.DownloadS, r.BuildS, r.ClipS, r.CopyS, r.ImportedSubset, r.KeysCopied)
 	}
 	fmt.Fprintln(w, "with local reuse (separate: new subtask i also given old subtask i's local directory; identical SST files taken from there, the rest fetched):")
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
