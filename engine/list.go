@@ -235,3 +235,12 @@ func LiveValue(dst []byte, kind Kind, ttl time.Duration, v []byte, now int64) (o
 	dst = binary.BigEndian.AppendUint64(dst, uint64(ts))
 	return append(dst, p...), true, nil
 }
+
+// ListElems visits the elements of a list payload: the whole-list encoding
+// (uvarint length, bytes per element) when timed is false, else the
+// per-element encoding ScanKeyGroupsTimed reports (8-byte big-endian time,
+// uvarint length, bytes), ts then being each element's time (0 otherwise).
+// It returns an error for a malformed payload.
+func ListElems(payload []byte, timed bool, fn func(ts int64, elem []byte) bool) error {
+	return listElems(payload, timed, 0, fn)
+}

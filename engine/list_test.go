@@ -489,3 +489,62 @@ func canonicalUvarints(v []byte) bool {
 	}
 	return ok
 }
+
+// TestScanKeyGroupsTimed: a TTL list scans with each live element's own
+// time (blind appends in several bundles, one element expired); a list
+// without TTL scans as ScanKeyGroups does.
+func TestScanKeyGroupsTimed(t *testing.T) {
+	forListBackends(t, func(t *testing.T, op *Operator, clock *Clock) {
+		lt, l := mustState(t, op, "lt"), mustState(t, op, "l")
+		b := op.NewBundle()
+		defer b.Close()
+		k := lt.Key(nil, 3, []byte("k"), nil)
+		t0 := clock.Now()
+		for i := 0; i < 3; i++ {
+			begin(t, b)
+			addAll(t, b, lt, k, fmt.Sprint("e", i))
+			addAll(t, b, l, k, fmt.Sprint("p", i))
+			commit(t, b)
+			clock.Advance(4 * time.Second)
+		}
+		// now t0+12s: e0 (t0) expired, e1 (t0+4s) and e2 (t0+8s) live.
+		var got []string
+		var scanTS int64
+		if err := lt.ScanKeyGroupsTimed(0, 127, func(_ []byte, ts int64, p []byte, timed bool) bool {
+			if !timed {
+				t.Fatal("TTL list not timed")
+			}
+			scanTS = ts
+			if err := ListElems(p, true, func(ets int64, el []byte) bool {
+				got = append(got, fmt.Sprintf("%s@%d", el, ets-t0))
+				return true
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, []string{"e1@4000", "e2@8000"}) || scanTS != t0+8000 {
+			t.Fatalf("timed scan: %v newest %d", got, scanTS-t0)
+		}
+		got = nil
+		if err := l.ScanKeyGroupsTimed(0, 127, func(_ []byte, ts int64, p []byte, timed bool) bool {
+			if timed {
+				t.Fatal("list without TTL timed")
+			}
+			if err := ListElems(p, false, func(ets int64, el []byte) bool {
+				got = append(got, fmt.Sprintf("%s@%d", el, ets))
+				return true
+			}); err != nil {
+				t.Fatal(err)
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got, []string{"p0@0", "p1@0", "p2@0"}) {
+			t.Fatalf("plain scan: %v", got)
+		}
+	})
+}

@@ -196,6 +196,51 @@ func (s *State) ScanKeyGroups(start, end int, fn func(key []byte, ts int64, payl
 	return err
 }
 
+// ScanKeyGroupsTimed is ScanKeyGroups keeping list elements' own
+// timestamps: for a list state with a TTL, payload holds the live elements
+// in the per-element encoding (8-byte big-endian last-access time, uvarint
+// length, bytes per element; see ListElems) and timed is true, ts being the
+// newest live element's time; other states' entries come as ScanKeyGroups
+// gives them, with timed false. Bytes are valid only during fn.
+func (s *State) ScanKeyGroupsTimed(start, end int, fn func(key []byte, ts int64, payload []byte, timed bool) bool) error {
+	if !s.perElement() {
+		return s.ScanKeyGroups(start, end, func(key []byte, ts int64, payload []byte) bool {
+			return fn(key, ts, payload, false)
+		})
+	}
+	if start > end {
+		return nil
+	}
+	lower, upper := s.op.layout.RangeBounds(start, end)
+	now := s.op.clock.Now()
+	var derr error
+	var buf []byte
+	err := s.op.be.Scan(s.id, lower, upper, func(k, v []byte) bool {
+		ts, p, ok := splitValue(v)
+		if !ok {
+			derr = fmt.Errorf("engine: state %q: stored value of %d bytes lacks the TTL prefix", s.desc.Name, len(v))
+			return false
+		}
+		if s.expired(ts, now) {
+			return true
+		}
+		out, newest, n, err := s.normalizeList(buf[:0], p, isPerElement(v), ts, now)
+		buf = out
+		if err != nil {
+			derr = fmt.Errorf("engine: state %q: %w", s.desc.Name, err)
+			return false
+		}
+		if n == 0 {
+			return true
+		}
+		return fn(k, newest, out, true)
+	})
+	if err == nil {
+		err = derr
+	}
+	return err
+}
+
 // DeleteKeyGroups removes every entry of the state in key groups
 // [start, end].
 func (s *State) DeleteKeyGroups(start, end int) error {
