@@ -45,6 +45,11 @@ type RocksOptions struct {
 	// (RecordStateName) without the record prefix extractor and memtable
 	// prefix bloom it otherwise gets at open (see RecordPrefixExtractor).
 	NoRecordPrefix bool
+	// InsertHintPrefix > 0 sets RocksDB's
+	// memtable_insert_with_hint_prefix_extractor to a fixed prefix of that
+	// many bytes (e.g. the key-group prefix) on every family; zero leaves
+	// it unset (the default: the micro-benchmarks measured no gain).
+	InsertHintPrefix int
 }
 
 func (o *RocksOptions) defaults() {
@@ -112,6 +117,9 @@ func columnFamilyOptions(o RocksOptions, kind Kind, ttlMillis int64, slot *C.sfs
 		}
 	} else if private != nil {
 		opts.SetBlockBasedTableFactory(private)
+	}
+	if o.InsertHintPrefix > 0 {
+		C.sfs_options_set_insert_hint_prefix(nativeOptions(opts), C.size_t(o.InsertHintPrefix))
 	}
 	if kind == KindList {
 		setListMergeOperator(opts)

@@ -12,6 +12,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/filter_policy.h>
 #include <rocksdb/options.h>
+#include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
 #include <rocksdb/write_buffer_manager.h>
 
@@ -103,6 +104,11 @@ int sfs_options_uses_slot(rocksdb_options_t* opts, sfs_slot_memory_t* m) {
   auto* t = opts->rep.table_factory->GetOptions<rocksdb::BlockBasedTableOptions>();
   if (t == nullptr || t->block_cache != m->cache) return 0;
   return 1;
+}
+
+void sfs_options_set_insert_hint_prefix(rocksdb_options_t* opts, size_t n) {
+  opts->rep.memtable_insert_with_hint_prefix_extractor.reset(
+      rocksdb::NewFixedPrefixTransform(n));
 }
 
 size_t sfs_options_arena_block_size(rocksdb_options_t* opts) {

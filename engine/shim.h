@@ -111,6 +111,11 @@ int sfs_options_apply_slot(rocksdb_options_t* opts, sfs_slot_memory_t* m,
 // 1 if opts uses m's write-buffer manager and its table factory uses m's cache.
 int sfs_options_uses_slot(rocksdb_options_t* opts, sfs_slot_memory_t* m);
 size_t sfs_options_arena_block_size(rocksdb_options_t* opts);
+
+// Sets memtable_insert_with_hint_prefix_extractor to a fixed prefix of n
+// bytes: memtable inserts of keys sharing that prefix start from the
+// position of the previous one.
+void sfs_options_set_insert_hint_prefix(rocksdb_options_t* opts, size_t n);
 size_t sfs_options_write_buffer_size(rocksdb_options_t* opts);
 
 // Batched MultiGet over keys of several column families at once

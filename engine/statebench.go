@@ -36,6 +36,7 @@ type StateBenchConfig struct {
 
 	microFilter map[string]bool // run only these micro-benchmarks (nil: all)
 	perfLevel   int             // RocksDB perf level for the micro thread (0: library default)
+	insertHint  int             // RocksOptions.InsertHintPrefix of both paths
 	verifyMicro bool            // compare both paths' stored state after each micro-benchmark
 }
 
@@ -528,7 +529,7 @@ func percentile(ds []time.Duration, q float64) float64 {
 }
 
 func (c StateBenchConfig) rocksOptions(slot *SlotMemory) RocksOptions {
-	return RocksOptions{Slot: slot, Clock: SystemClock()}
+	return RocksOptions{Slot: slot, Clock: SystemClock(), InsertHintPrefix: c.insertHint}
 }
 
 // runWorkload runs both paths over the same events, interleaved bundle by

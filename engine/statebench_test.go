@@ -168,6 +168,18 @@ func BenchmarkMicro(b *testing.B) {
 	if s := os.Getenv("SFSTATE_PERF_LEVEL"); s != "" {
 		cfg.perfLevel, _ = strconv.Atoi(s)
 	}
+	if s := os.Getenv("SFSTATE_MICRO_SCALE"); s != "" {
+		// SFSTATE_MICRO_SCALE=keys,ops (the CLI's --micro-keys/--micro-ops).
+		if k, o, ok := strings.Cut(s, ","); ok {
+			cfg.MicroKeys, _ = strconv.Atoi(k)
+			cfg.MicroOps, _ = strconv.Atoi(o)
+		}
+	}
+	if s := os.Getenv("SFSTATE_INSERT_HINT"); s != "" {
+		// Prefix bytes of memtable_insert_with_hint_prefix_extractor on
+		// both paths.
+		cfg.insertHint, _ = strconv.Atoi(s)
+	}
 	for i := 0; i < b.N; i++ {
 		res, err := runMicro(cfg, b.TempDir(), func(string) {})
 		if err != nil {
