@@ -261,6 +261,7 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy, noPrefixBloom bool) (
 		WriteBufferSize:      benchWriteBuffer,
 		MaxWriteBufferNumber: 2,
 		ErrorIfExists:        true,
+		NoRecordPrefix:       noPrefixBloom,
 	})
 	if err != nil {
 		return trialResult{}, err

@@ -162,10 +162,13 @@ func appendStringValueUTF8(dst, b []byte, what string) ([]byte, error) {
 
 // stateCodec converts one state's entries in both directions.
 type stateCodec struct {
-	s    engine.StateSchema
-	key  engine.Type
-	ttl  bool
-	frow *rowcodec.FlinkRow // value rows (value states, map user values)
+	s   engine.StateSchema
+	key engine.Type
+	ttl bool
+	// timedList: list payloads come in the per-element encoding of
+	// engine.State.ScanKeyGroupsTimed (lists of TTL states, at export).
+	timedList bool
+	frow      *rowcodec.FlinkRow // value rows (value states, map user values)
 	// rawLen is the fixed length of raw list elements, or -1: elements of
 	// variable length (no TTL) are not split; the whole Flink list value
 	// (elements joined by ',') is kept as one engine element, which
@@ -393,23 +396,25 @@ func (c *stateCodec) engineValue(dst, v []byte) ([]byte, error) {
 }
 
 // flinkList appends Flink's list value (elements separated by ',', each a
-// TtlValue with the list's timestamp when the state has a TTL) of an
-// engine list payload (uvarint-length-prefixed elements).
+// TtlValue when the state has a TTL) of an engine list payload: the
+// whole-list encoding (uvarint-length-prefixed elements, each TtlValue
+// with the list's timestamp ts) or, when c.timedList, the per-element
+// encoding of ScanKeyGroupsTimed (each TtlValue with its element's own
+// last-access time, as Flink's TTL list state keeps it).
 func (c *stateCodec) flinkList(dst []byte, ts int64, payload []byte) ([]byte, error) {
 	first := true
-	for p := payload; len(p) > 0; {
-		n, w := binary.Uvarint(p)
-		if w <= 0 || n > uint64(len(p)-w) {
-			return dst, convErr("malformed engine list")
-		}
-		el := p[w : w+int(n)]
-		p = p[w+int(n):]
+	var ferr error
+	err := engine.ListElems(payload, c.timedList, func(ets int64, el []byte) bool {
 		if !first {
 			dst = append(dst, ',')
 		}
 		first = false
 		if c.ttl {
-			dst = flinkwrite.AppendLong(dst, ts)
+			if c.timedList {
+				dst = flinkwrite.AppendLong(dst, ets)
+			} else {
+				dst = flinkwrite.AppendLong(dst, ts)
+			}
 		}
 		if c.frow != nil {
 			c.tmp = append(c.tmp[:0], 0, 0, 0, 0, 0, 0, 0, 0)
@@ -418,17 +423,19 @@ func (c *stateCodec) flinkList(dst []byte, ts int64, payload []byte) ([]byte, er
 			dst = append(dst, 0, 0, 0, 0)
 			var err error
 			if dst, _, err = c.frow.ToBinaryRow(dst, c.tmp, rowcodec.RowKindInsert); err != nil {
-				return dst, fmt.Errorf("%w: list element row: %v", ErrConvert, err)
+				ferr = fmt.Errorf("%w: list element row: %v", ErrConvert, err)
+				return false
 			}
 			binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
-			continue
+			return true
 		}
-		var err error
-		if dst, err = appendFlinkPart(dst, c.s.Value, el, "list element"); err != nil {
-			return dst, err
-		}
+		dst, ferr = appendFlinkPart(dst, c.s.Value, el, "list element")
+		return ferr == nil
+	})
+	if err != nil {
+		return dst, convErr("malformed engine list")
 	}
-	return dst, nil
+	return dst, ferr
 }
 
 // fixedLen is the fixed serialized length of a raw type's values, read

@@ -332,6 +332,8 @@ func WriteStream(ctx context.Context, w io.Writer, op *engine.Operator, schema *
 		if joins[i] != nil {
 			curs[i] = startCursor(s.Desc().Name, joinScan(op, schema.States[i], l), done)
 		} else {
+			// Lists of TTL states scan with each element's own time.
+			codecs[i].timedList = timedList(s.Desc())
 			curs[i] = startCursor(s.Desc().Name, stateScan(s, l), done)
 		}
 	}
@@ -500,11 +502,17 @@ func startCursor(name string, scan func(emit emitFunc) error, done <-chan struct
 	return c
 }
 
-// stateScan scans one engine state's live entries.
+// stateScan scans one engine state's live entries (lists of TTL states
+// in the per-element encoding, see timedList).
 func stateScan(s *engine.State, l engine.Layout) func(emitFunc) error {
+	want := timedList(s.Desc())
 	return func(emit emitFunc) error {
 		var kerr error
-		err := s.ScanKeyGroups(l.Range.Start, l.Range.End, func(stored []byte, ts int64, payload []byte) bool {
+		err := s.ScanKeyGroupsTimed(l.Range.Start, l.Range.End, func(stored []byte, ts int64, payload []byte, timed bool) bool {
+			if timed != want {
+				kerr = fmt.Errorf("state %q: per-element list encoding %v, expected %v", s.Desc().Name, timed, want)
+				return false
+			}
 			kg, err := l.KeyGroupOf(stored)
 			if err != nil {
 				kerr = err
@@ -517,6 +525,12 @@ func stateScan(s *engine.State, l engine.Layout) func(emitFunc) error {
 		}
 		return err
 	}
+}
+
+// timedList reports whether ScanKeyGroupsTimed reports the state's lists
+// with per-element times (lists of states with a TTL of at least 1 ms).
+func timedList(d engine.StateDesc) bool {
+	return d.Kind == engine.KindList && d.TTL.Milliseconds() > 0
 }
 
 // fill makes cur hold an unread item; false at the end of the scan.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/checkpoint"
@@ -184,6 +185,7 @@ func (n *native) scan(be engine.Backend, d *verify.Digest, clock *engine.Clock, 
 		}
 		hasTTL := desc.TTL > 0 || si.TTLMillis > 0
 		var ferr error
+		var lbuf []byte
 		visit := func(key, val []byte) bool {
 			kg, err := l.KeyGroupOf(key)
 			if err != nil {
@@ -193,14 +195,40 @@ func (n *native) scan(be engine.Backend, d *verify.Digest, clock *engine.Clock, 
 			e := verify.RawEntry{Key: key, Value: val}
 			if len(val) >= engine.TTLPrefix {
 				if hasTTL {
-					ts := int64(binary.BigEndian.Uint64(val))
+					// Per-element lists flag bit 63; the rest is the
+					// newest element's time.
+					ts, _ := engine.StoredTimestamp(val)
 					e.TTL = &ts
 				}
 				if desc.Kind == engine.KindMultiset && len(val) == engine.TTLPrefix+8 {
 					e.Count = int64(binary.BigEndian.Uint64(val[engine.TTLPrefix:]))
 				}
 			}
-			d.AddRaw(verify.GroupKey{Operator: n.op, State: desc.Name, KeyGroup: kg}, e, ttl)
+			gk := verify.GroupKey{Operator: n.op, State: desc.Name, KeyGroup: kg}
+			if states == nil && d.Live != nil && desc.Kind == engine.KindList && hasTTL {
+				// A list's elements expire one by one: its live part is
+				// what a read returns (live elements, newest live time),
+				// as the targets digest it.
+				liveD := d.Live
+				d.Live = nil
+				d.AddRaw(gk, e, ttl)
+				d.Live = liveD
+				var live bool
+				var err error
+				lbuf, live, err = engine.LiveValue(lbuf[:0], desc.Kind, time.Duration(ttl.TTLMillis)*time.Millisecond, val, ttl.NowMillis)
+				if err != nil {
+					ferr = fmt.Errorf("state %q: %w", desc.Name, err)
+					return false
+				}
+				if !live {
+					d.Groups[gk].Expired++
+					return true
+				}
+				ts, _ := engine.StoredTimestamp(lbuf)
+				liveD.AddRaw(gk, verify.RawEntry{Key: key, Value: lbuf, TTL: &ts}, verify.TTLCheck{})
+				return true
+			}
+			d.AddRaw(gk, e, ttl)
 			return true
 		}
 		var err error

@@ -72,8 +72,8 @@ func listMergeCheckpoint(t *testing.T, store s3.Storage) {
 }
 
 // TestNativeCheckpointListMerges: a checkpoint holding uncompacted list
-// appends verifies on both backends at other parallelisms, one digest
-// entry per list.
+// appends verifies on both backends at other parallelisms, and its
+// digest holds one entry per list with the newest element's time as TTL.
 func TestNativeCheckpointListMerges(t *testing.T) {
 	ctx := context.Background()
 	store, _ := s3.NewLocal(t.TempDir())
@@ -89,5 +89,35 @@ func TestNativeCheckpointListMerges(t *testing.T) {
 	tt, lt := r.Digest.Total("", "tl"), r.Digest.Total("", "l")
 	if tt.Entries != 5 || lt.Entries != 5 {
 		t.Fatalf("entries: TTL list %d, list %d, want 5 each", tt.Entries, lt.Entries)
+	}
+	if tt.TTLEntries != 5 || tt.TTLMin != listT0+2000 || tt.TTLMax != listT0+2000 {
+		t.Fatalf("TTL list timestamps: %d in [%d, %d], want 5 at %d", tt.TTLEntries, tt.TTLMin, tt.TTLMax, listT0+2000)
+	}
+
+	// With a TTL time between the rounds' expiries: every list is still
+	// live (its newest elements are), and the targets read the live
+	// elements only.
+	o.TTL = verify.TTLCheck{TTLMillis: time.Hour.Milliseconds(), NowMillis: listT0 + time.Hour.Milliseconds() + 500}
+	r, err = VerifyNative(ctx, store, 1, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK {
+		t.Fatalf("with TTL, failures:\n%s", strings.Join(r.Failures(), "\n"))
+	}
+	if live := r.Digest.Live.Total("", "tl"); live.Entries != 5 || r.Digest.Total("", "tl").Expired != 0 {
+		t.Fatalf("with TTL: %d live TTL lists, %d expired", live.Entries, r.Digest.Total("", "tl").Expired)
+	}
+	if got := r.Targets[0].Digest.Total("", "tl").Entries; got != 5 {
+		t.Fatalf("target reads %d TTL lists", got)
+	}
+	// After the newest elements' expiry every TTL list is expired.
+	o.TTL.NowMillis = listT0 + time.Hour.Milliseconds() + 2000
+	r, err = VerifyNative(ctx, store, 1, o)
+	if err != nil || !r.OK {
+		t.Fatalf("all expired: %v %v", err, r.Failures())
+	}
+	if exp := r.Digest.Total("", "tl").Expired; exp != 5 {
+		t.Fatalf("%d of 5 TTL lists expired", exp)
 	}
 }
