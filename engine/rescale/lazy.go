@@ -270,7 +270,7 @@ func RestoreLazy(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i
 	} else {
 		for w := 0; w < min(opts.Parallel, l.stats.Files); w++ {
 			l.wg.Add(1)
-			go l.downloader(false)
+			go l.downloader(false, w)
 		}
 		for a := 0; a < opts.Adopters; a++ {
 			l.wg.Add(1)
@@ -278,7 +278,7 @@ func RestoreLazy(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i
 		}
 		// One downloader and one adopter for waited-for units only.
 		l.wg.Add(2)
-		go l.downloader(true)
+		go l.downloader(true, 0)
 		go l.adopter(true)
 	}
 	l.mu.Lock()
@@ -438,10 +438,14 @@ func (l *Lazy) nextFile(prioOnly bool) (*unit, int, bool) {
 // it fetches only files of units an access waits for, and waits for more
 // until the adoption ends: a waiting access never queues behind the
 // bulk downloads.
-func (l *Lazy) downloader(prioOnly bool) {
+func (l *Lazy) downloader(prioOnly bool, id int) {
 	defer l.wg.Done()
+	// While a waited-for unit downloads, the upper half of the bulk
+	// downloaders start no new file (the lower half keep the bulk
+	// adoption going).
+	pauses := !prioOnly && id >= l.opts.Parallel/2
 	for {
-		for !prioOnly && l.prioFetching.Load() > 0 {
+		for pauses && l.prioFetching.Load() > 0 {
 			select {
 			case <-time.After(5 * time.Millisecond):
 			case <-l.stop:
