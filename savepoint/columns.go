@@ -301,18 +301,7 @@ func (sp *Savepoint) scanColumnsParallel(ctx context.Context, o ScanOptions, f *
 			close(ch)
 		}
 	}
-	for w := range workers {
-		obj := f.obj
-		if w > 0 {
-			var err error
-			obj, err = sp.OpenLocation(ctx, f.obj.Loc, o.ReadAhead)
-			if err != nil {
-				break // read with the workers started so far
-			}
-		}
-		wg.Add(1)
-		go worker(obj)
-	}
+	sp.startWorkers(ctx, f, workers, o.ReadAhead, &wg, worker)
 	for i := range kgs {
 		for {
 			var it colItem

@@ -252,20 +252,7 @@ func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFi
 			close(ch)
 		}
 	}
-	for w := range workers {
-		obj := f.obj
-		if w > 0 {
-			// Each worker reads through its own range reader (their
-			// read-ahead buffers would evict each other).
-			var err error
-			obj, err = sp.OpenLocation(ctx, f.obj.Loc, o.ReadAhead)
-			if err != nil {
-				break // read with the workers started so far
-			}
-		}
-		wg.Add(1)
-		go worker(obj)
-	}
+	sp.startWorkers(ctx, f, workers, o.ReadAhead, &wg, worker)
 	for i := range kgs {
 		close(turn[i])
 		for {
@@ -301,4 +288,22 @@ func (sp *Savepoint) walkParallel(ctx context.Context, o ScanOptions, f *keyedFi
 		}
 	}
 	return nil
+}
+
+// startWorkers starts up to n workers on the keyed file f: the first reads
+// through f's own object, each other one through a range reader of its own
+// (their read-ahead buffers would evict each other). A reader that cannot
+// be opened leaves the walk with the workers started so far.
+func (sp *Savepoint) startWorkers(ctx context.Context, f *keyedFile, n, readAhead int, wg *sync.WaitGroup, worker func(*Object)) {
+	for w := range n {
+		obj := f.obj
+		if w > 0 {
+			var err error
+			if obj, err = sp.OpenLocation(ctx, f.obj.Loc, readAhead); err != nil {
+				return
+			}
+		}
+		wg.Add(1)
+		go worker(obj)
+	}
 }
