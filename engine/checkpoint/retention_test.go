@@ -211,20 +211,16 @@ func TestConcurrentCheckpoints(t *testing.T) {
 	c := newCluster(t, 2)
 	cp := New(fs, Options{Retain: 1})
 	c.write(0, 2000, "a", false)
-	// Slow shared uploads: checkpoint 2 is taken while 1 still uploads and
-	// reuses its files.
-	fs.set(nil, func(key string) time.Duration {
-		if strings.HasPrefix(key, SharedPrefix) {
-			return 150 * time.Millisecond
-		}
-		return 0
-	})
+	// Shared uploads held until checkpoint 2 is taken: it is taken while 1
+	// still uploads and reuses its files (whatever the machine's load).
+	release1 := holdShared(t, fs, nil)
 	p1, err := cp.Take(ctx, c.backends, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	c.write(2000, 2600, "b", false)
 	p2, err := cp.Take(ctx, c.backends, 2)
+	release1()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,23 +242,19 @@ func TestConcurrentCheckpoints(t *testing.T) {
 	c.write(2600, 3200, "c", false)
 	var failOnce sync.Once
 	failed := ""
-	fs.set(func(key string) bool {
+	release3 := holdShared(t, fs, func(key string) bool {
 		hit := false
 		if strings.HasPrefix(key, SharedPrefix) {
 			failOnce.Do(func() { failed, hit = key, true })
 		}
 		return hit
-	}, func(key string) time.Duration {
-		if strings.HasPrefix(key, SharedPrefix) {
-			return 100 * time.Millisecond
-		}
-		return 0
 	})
 	p3, err := cp.Take(ctx, c.backends, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p4, err := cp.Take(ctx, c.backends, 4)
+	release3()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -281,6 +273,26 @@ func TestConcurrentCheckpoints(t *testing.T) {
 	assertConsistent(t, fs, []int64{5}, liveShared(cp))
 	restored, _ = restoreAll(t, fs, 5, 2, RestoreOptions{})
 	checkRestored(t, c.want, restored)
+}
+
+// holdShared makes fs hold every shared upload until the returned release
+// is called (at most 30 s, and at the end of the test at the latest), and
+// fail the uploads fail selects.
+func holdShared(t *testing.T, fs *faultStore, fail func(string) bool) (release func()) {
+	gate := make(chan struct{})
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	t.Cleanup(release)
+	fs.set(fail, func(key string) time.Duration {
+		if strings.HasPrefix(key, SharedPrefix) {
+			select {
+			case <-gate:
+			case <-time.After(30 * time.Second):
+			}
+		}
+		return 0
+	})
+	return release
 }
 
 // TestAdoptAfterRestore: a job restored at the same parallelism keeps
