@@ -389,9 +389,9 @@ func conversionCost(k, v []byte) int64 {
 	return 2*(n+rows*int64(len(k)+recordstore.RecordValueSize)) + rows*scratchEntryOverhead
 }
 
-// convertProbed looks up the buckets of the probed keys (both sides) and
-// converts the found ones into the scratch state.
-func (m *MigratingJoinState) convertProbed(probes []recordstore.Probe) error {
+// unprobedBuckets returns the bucket keys (both sides) of the probed join
+// keys not looked up before, marks them looked up and counts the lookups.
+func (m *MigratingJoinState) unprobedBuckets(probes []recordstore.Probe) [][]byte {
 	var keys [][]byte
 	for _, p := range probes {
 		kg := recordstore.KeyGroupOf(p.Key, m.maxP)
@@ -405,10 +405,17 @@ func (m *MigratingJoinState) convertProbed(probes []recordstore.Probe) error {
 			keys = append(keys, k)
 		}
 	}
+	m.stats.Lookups += int64(len(keys))
+	return keys
+}
+
+// convertProbed looks up the buckets of the probed keys (both sides) and
+// converts the found ones into the scratch state.
+func (m *MigratingJoinState) convertProbed(probes []recordstore.Probe) error {
+	keys := m.unprobedBuckets(probes)
 	if len(keys) == 0 {
 		return nil
 	}
-	m.stats.Lookups += int64(len(keys))
 	b := m.scratch.NewBatch()
 	defer b.Close()
 	var ferr error
@@ -532,23 +539,10 @@ func (m *MigratingJoinState) state(side recordstore.Side, key []byte) recordstor
 // their own (pool-bounded; a bucket's records and its deletion always
 // share a batch).
 func (m *MigratingJoinState) sweep(probes []recordstore.Probe) error {
-	var keys [][]byte
-	for _, p := range probes {
-		kg := recordstore.KeyGroupOf(p.Key, m.maxP)
-		for _, side := range [2]recordstore.Side{recordstore.Left, recordstore.Right} {
-			m.scr = recordstore.AppendGroupPrefix(m.scr[:0], m.width, kg, side, p.Key)
-			if m.probed[string(m.scr)] {
-				continue
-			}
-			k := append([]byte(nil), m.scr...)
-			m.probed[string(k)] = true
-			keys = append(keys, k)
-		}
-	}
+	keys := m.unprobedBuckets(probes)
 	if len(keys) == 0 {
 		return nil
 	}
-	m.stats.Lookups += int64(len(keys))
 	// each found bucket is converted straight from the read callback into
 	// the batch, its bytes reserved first; a refusal commits what the batch
 	// holds and retries the key in a further round, and a bucket refused
