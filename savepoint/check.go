@@ -449,12 +449,7 @@ func (c *checker) checkKeyedData(op *OperatorState, st *SubtaskState, h *KeyGrou
 	}
 	layout := c.sp.handleLayout(h)
 	f := &keyedFile{obj: obj, header: hdr, hdrLen: hdrLen, name: loc.Name}
-	if layout == "" {
-		layout = LayoutCanonical
-		if probeNativeHeap(f, h) {
-			layout = LayoutNativeHeap
-		}
-	}
+	layout = fileLayout(layout, f, h)
 	for i, off := range h.Offsets {
 		if off != 0 && off < hdrLen {
 			if err := c.add(Problem{Kind: ProblemOffset, File: loc.Name, Offset: off, Operator: opID, Subtask: st.Index, KeyGroup: int(h.StartKeyGroup) + i,

@@ -93,12 +93,7 @@ func (sp *Savepoint) scanColumnsSubtask(ctx context.Context, o ScanOptions, op *
 	if err != nil {
 		return err
 	}
-	if layout == "" {
-		layout = LayoutCanonical
-		if probeNativeHeap(f, h) {
-			layout = LayoutNativeHeap
-		}
-	}
+	layout = fileLayout(layout, f, h)
 	if layout != LayoutCanonical {
 		if o.SkipNative {
 			return nil

@@ -269,12 +269,7 @@ func (sp *Savepoint) walkSubtask(ctx context.Context, o ScanOptions, op *Operato
 	if err != nil {
 		return err
 	}
-	if layout == "" {
-		layout = LayoutCanonical
-		if probeNativeHeap(f, h) {
-			layout = LayoutNativeHeap
-		}
-	}
+	layout = fileLayout(layout, f, h)
 	if onHeader != nil {
 		lock()
 		onHeader(op, st.Index, f, layout)
@@ -680,4 +675,17 @@ func stripTTL(t string) string {
 		return "LIST<" + t[9:len(t)-2] + ">"
 	}
 	return t
+}
+
+// fileLayout is layout when the handle already told it, else what the
+// keyed file's blocks show: the hashmap backend's native layout or the
+// canonical one.
+func fileLayout(layout string, f *keyedFile, h *KeyGroupsHandle) string {
+	if layout != "" {
+		return layout
+	}
+	if probeNativeHeap(f, h) {
+		return LayoutNativeHeap
+	}
+	return LayoutCanonical
 }
