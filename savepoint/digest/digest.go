@@ -76,6 +76,11 @@ func render(dst []byte, v any) []byte {
 	return dst
 }
 
+// AppendValue appends the canonical encoding of a decoded value that
+// digests hash: equal logical values encode equally whatever bytes they
+// were decoded from (map entries sorted), and the encoding delimits itself.
+func AppendValue(dst []byte, v any) []byte { return appendCanonical(dst, v, 0) }
+
 // maxDepth bounds the recursion over nested values.
 const maxDepth = 64
 
