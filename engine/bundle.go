@@ -70,6 +70,7 @@ type Bundle struct {
 	chunks   [][]entry
 	chunk    int
 	dirty    []dirtyRef // dirty entries in the order they were first written
+	sortTmp  []dirtyRef // Commit's sort scratch
 	winners  map[int]*WinnerCache
 	reads    []KeyRef
 }
@@ -769,7 +770,7 @@ func (b *Bundle) Commit() error {
 		}
 	}
 	if !sorted {
-		slices.SortFunc(dirty, compareDirty)
+		b.sortDirty(dirty)
 	}
 	writes := 0
 	for _, d := range dirty {
@@ -801,6 +802,103 @@ func (b *Bundle) Commit() error {
 	}
 	b.abort()
 	return err
+}
+
+// sortDirty sorts dirty by (state, key) with a most-significant-byte-first
+// radix sort: runs of keys sharing a byte (the zero high bytes of small
+// integer keys, one key group's prefix) cost one scan per byte, and the
+// entries move through one scratch slice instead of being compared pairwise
+// through string pointers.
+func (b *Bundle) sortDirty(dirty []dirtyRef) {
+	tmp := slices.Grow(b.sortTmp[:0], len(dirty))[:len(dirty)]
+	// By state first (a stable counting pass), then each state's run by key.
+	var count [257]int
+	maxSt := 0
+	for _, d := range dirty {
+		maxSt = max(maxSt, d.k.st)
+	}
+	if maxSt > 255 {
+		slices.SortFunc(dirty, compareDirty)
+		return
+	}
+	if maxSt > 0 {
+		for _, d := range dirty {
+			count[d.k.st+1]++
+		}
+		for i := 1; i <= maxSt+1; i++ {
+			count[i] += count[i-1]
+		}
+		for _, d := range dirty {
+			tmp[count[d.k.st]] = d
+			count[d.k.st]++
+		}
+		copy(dirty, tmp)
+	}
+	for lo := 0; lo < len(dirty); {
+		hi := lo + 1
+		for hi < len(dirty) && dirty[hi].k.st == dirty[lo].k.st {
+			hi++
+		}
+		radixKeys(dirty[lo:hi], tmp[lo:hi], 0)
+		lo = hi
+	}
+	clear(tmp)
+	b.sortTmp = tmp[:0]
+}
+
+// radixKeys sorts a by key, all keys sharing their first depth bytes; tmp
+// is scratch of the same length.
+func radixKeys(a, tmp []dirtyRef, depth int) {
+	for {
+		if len(a) <= 24 {
+			slices.SortFunc(a, func(x, y dirtyRef) int { return strings.Compare(x.k.k[depth:], y.k.k[depth:]) })
+			return
+		}
+		// Bucket 0: the key ends at depth; bucket c+1: byte c.
+		digit := func(d dirtyRef) int {
+			if len(d.k.k) <= depth {
+				return 0
+			}
+			return int(d.k.k[depth]) + 1
+		}
+		first := digit(a[0])
+		same := true
+		for _, d := range a[1:] {
+			if digit(d) != first {
+				same = false
+				break
+			}
+		}
+		if same {
+			if first == 0 {
+				return // all keys end here: equal
+			}
+			depth++
+			continue
+		}
+		var count [258]int
+		for _, d := range a {
+			count[digit(d)+1]++
+		}
+		for i := 1; i < len(count); i++ {
+			count[i] += count[i-1]
+		}
+		for _, d := range a {
+			c := digit(d)
+			tmp[count[c]] = d
+			count[c]++
+		}
+		copy(a, tmp)
+		// count[c] is now the end of bucket c.
+		start := count[0]
+		for c := 1; c < 257; c++ {
+			if end := count[c]; end-start > 1 {
+				radixKeys(a[start:end], tmp[start:end], depth+1)
+			}
+			start = count[c]
+		}
+		return
+	}
 }
 
 func compareDirty(a, b dirtyRef) int {

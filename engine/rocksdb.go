@@ -5,6 +5,7 @@ package engine
 import "C"
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -50,6 +51,11 @@ type RocksOptions struct {
 	// many bytes (e.g. the key-group prefix) on every family; zero leaves
 	// it unset (the default: the micro-benchmarks measured no gain).
 	InsertHintPrefix int
+	// SkipListMemTable uses RocksDB's own skip-list memtable instead of the
+	// finger memtable (memtable.cc), whose inserts start from the previous
+	// insert's position: O(log D) for keys D entries apart, which is what a
+	// sorted bundle commit produces. Both have the same read path.
+	SkipListMemTable bool
 }
 
 func (o *RocksOptions) defaults() {
@@ -86,6 +92,7 @@ type rocksBackend struct {
 	member   *slotMember // this instance's share of the slot's write buffers
 	cdb      *C.rocksdb_t
 	ccfs     []*C.rocksdb_column_family_handle_t
+	cfIDs    []uint32 // column family id by state id (write batch records)
 	cro      *C.rocksdb_readoptions_t
 	scratchP sync.Pool
 }
@@ -117,6 +124,9 @@ func columnFamilyOptions(o RocksOptions, kind Kind, ttlMillis int64, slot *C.sfs
 		}
 	} else if private != nil {
 		opts.SetBlockBasedTableFactory(private)
+	}
+	if !o.SkipListMemTable {
+		C.sfs_options_set_finger_memtable(nativeOptions(opts))
 	}
 	if o.InsertHintPrefix > 0 {
 		C.sfs_options_set_insert_hint_prefix(nativeOptions(opts), C.size_t(o.InsertHintPrefix))
@@ -233,8 +243,10 @@ func (b *rocksBackend) open(keyGroupFiles bool) error {
 	b.cfs = handles[1 : 1+len(b.states)]
 	b.cdb = nativeDB(db)
 	b.ccfs = make([]*C.rocksdb_column_family_handle_t, len(b.cfs))
+	b.cfIDs = make([]uint32, len(b.cfs))
 	for i, h := range b.cfs {
 		b.ccfs[i] = nativeCF(h)
+		b.cfIDs[i] = uint32(C.rocksdb_column_family_handle_get_id(b.ccfs[i]))
 	}
 	b.cro = C.rocksdb_readoptions_create()
 	b.wo = grocksdb.NewDefaultWriteOptions()
@@ -540,57 +552,68 @@ func (b *rocksBackend) DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle) { ret
 // rocksBatch packs operations into Go buffers and hands them to RocksDB in
 // one native call at Commit (one WriteBatch, one write, WAL off).
 type rocksBatch struct {
-	b      *rocksBackend
-	wb     *C.rocksdb_writebatch_t
-	wo     *C.rocksdb_writeoptions_t
-	ops    []C.uint8_t
-	states []C.uint16_t
-	keys   []byte
-	klens  []C.size_t
-	vals   []byte
-	vlens  []C.size_t
+	b  *rocksBackend
+	wo *C.rocksdb_writeoptions_t // nil once closed
+	// rep is the batch in RocksDB's WriteBatch format, built here and handed
+	// over in one call: a 12-byte header (sequence number, filled in by
+	// RocksDB, and the record count, little-endian) followed by records: a
+	// tag byte, the column family id as a varint when not the default
+	// family, then varint-length-prefixed key (and value).
+	rep []byte
+	n   int
 }
+
+// WriteBatch record tags (RocksDB's ValueType values).
+const (
+	wbDeletion   = 0x0
+	wbValue      = 0x1
+	wbMerge      = 0x2
+	wbCFDeletion = 0x4
+	wbCFValue    = 0x5
+	wbCFMerge    = 0x6
+	wbHeaderLen  = 12
+)
 
 func (b *rocksBackend) NewBatch() Batch {
 	wo := C.rocksdb_writeoptions_create()
 	C.rocksdb_writeoptions_disable_WAL(wo, 1)
-	return &rocksBatch{b: b, wb: C.rocksdb_writebatch_create(), wo: wo}
+	return &rocksBatch{b: b, wo: wo}
+}
+
+func (w *rocksBatch) record(tag byte, st int, key []byte) {
+	if len(w.rep) == 0 {
+		w.rep = append(w.rep, make([]byte, wbHeaderLen)...)
+	}
+	cf := w.b.cfIDs[st]
+	if cf == 0 {
+		w.rep = append(w.rep, tag)
+	} else {
+		w.rep = binary.AppendUvarint(append(w.rep, tag+wbCFDeletion), uint64(cf))
+	}
+	w.rep = append(binary.AppendUvarint(w.rep, uint64(len(key))), key...)
+	w.n++
 }
 
 func (w *rocksBatch) Put(st int, key, val []byte) {
-	w.ops = append(w.ops, 0)
-	w.states = append(w.states, C.uint16_t(st))
-	w.keys = append(w.keys, key...)
-	w.klens = append(w.klens, C.size_t(len(key)))
-	w.vals = append(w.vals, val...)
-	w.vlens = append(w.vlens, C.size_t(len(val)))
+	w.record(wbValue, st, key)
+	w.rep = append(binary.AppendUvarint(w.rep, uint64(len(val))), val...)
 }
 
 // Merge queues a list merge (the state's family has the list merge
 // operator).
 func (w *rocksBatch) Merge(st int, key, val []byte) {
-	w.ops = append(w.ops, 2)
-	w.states = append(w.states, C.uint16_t(st))
-	w.keys = append(w.keys, key...)
-	w.klens = append(w.klens, C.size_t(len(key)))
-	w.vals = append(w.vals, val...)
-	w.vlens = append(w.vlens, C.size_t(len(val)))
+	w.record(wbMerge, st, key)
+	w.rep = append(binary.AppendUvarint(w.rep, uint64(len(val))), val...)
 }
 
-func (w *rocksBatch) Delete(st int, key []byte) {
-	w.ops = append(w.ops, 1)
-	w.states = append(w.states, C.uint16_t(st))
-	w.keys = append(w.keys, key...)
-	w.klens = append(w.klens, C.size_t(len(key)))
-	w.vlens = append(w.vlens, 0)
-}
+func (w *rocksBatch) Delete(st int, key []byte) { w.record(wbDeletion, st, key) }
 
-func (w *rocksBatch) Len() int { return len(w.ops) }
+func (w *rocksBatch) Len() int { return w.n }
 
 func (w *rocksBatch) reset() {
-	w.ops, w.states, w.keys, w.klens, w.vals, w.vlens = w.ops[:0], w.states[:0], w.keys[:0], w.klens[:0], w.vals[:0], w.vlens[:0]
-	if cap(w.keys)+cap(w.vals) > 64<<20 {
-		w.keys, w.vals = nil, nil
+	w.rep, w.n = w.rep[:0], 0
+	if cap(w.rep) > 64<<20 {
+		w.rep = nil
 	}
 }
 
@@ -601,23 +624,15 @@ func (w *rocksBatch) Commit() error {
 	if w.b.closed {
 		return ErrClosed
 	}
-	if w.wb == nil {
+	if w.wo == nil {
 		return errors.New("engine: write batch closed")
 	}
-	n := len(w.ops)
-	if n == 0 {
+	if w.n == 0 {
 		return nil
 	}
-	var zero byte
-	kp, vp := (*C.char)(unsafe.Pointer(&zero)), (*C.char)(unsafe.Pointer(&zero))
-	if len(w.keys) > 0 {
-		kp = (*C.char)(unsafe.Pointer(&w.keys[0]))
-	}
-	if len(w.vals) > 0 {
-		vp = (*C.char)(unsafe.Pointer(&w.vals[0]))
-	}
-	cerr := C.sfs_write_packed(w.b.cdb, w.wo, w.wb, &w.b.ccfs[0], C.size_t(len(w.b.ccfs)),
-		C.size_t(n), &w.ops[0], &w.states[0], kp, &w.klens[0], vp, &w.vlens[0])
+	binary.LittleEndian.PutUint64(w.rep[0:8], 0)
+	binary.LittleEndian.PutUint32(w.rep[8:12], uint32(w.n))
+	cerr := C.sfs_write_rep(w.b.cdb, w.wo, (*C.char)(unsafe.Pointer(&w.rep[0])), C.size_t(len(w.rep)))
 	if err := cError(cerr); err != nil {
 		return fmt.Errorf("engine: write batch: %w", err)
 	}
@@ -633,9 +648,24 @@ func (w *rocksBatch) Commit() error {
 }
 
 func (w *rocksBatch) Close() {
-	if w.wb != nil {
-		C.rocksdb_writebatch_destroy(w.wb)
+	if w.wo != nil {
 		C.rocksdb_writeoptions_destroy(w.wo)
-		w.wb, w.wo = nil, nil
+		w.wo = nil
 	}
 }
+
+// fingerStats returns the inserts into finger memtables and the levels those
+// inserts walked up from the finger, summed over freed memtables.
+func fingerStats() (inserts, levels uint64) {
+	var i, l C.uint64_t
+	C.sfs_finger_stats(&i, &l)
+	return uint64(i), uint64(l)
+}
+
+// usesFingerMemtable reports whether o has the finger memtable.
+func usesFingerMemtable(o *grocksdb.Options) bool {
+	return C.sfs_options_uses_finger_memtable(nativeOptions(o)) != 0
+}
+
+// fingerBlockSize is the arena block size the last finger memtable saw.
+func fingerBlockSize() int64 { return int64(C.sfs_finger_block_size()) }

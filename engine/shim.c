@@ -151,36 +151,6 @@ int64_t sfs_thread_cpu_ns(void) {
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-char* sfs_write_packed(rocksdb_t* db, const rocksdb_writeoptions_t* wo,
-                       rocksdb_writebatch_t* wb,
-                       rocksdb_column_family_handle_t** cfs, size_t ncfs,
-                       size_t n, const uint8_t* ops, const uint16_t* states,
-                       const char* keybuf, const size_t* keylens,
-                       const char* valbuf, const size_t* vallens) {
-  rocksdb_writebatch_clear(wb);
-  size_t ko = 0, vo = 0;
-  for (size_t i = 0; i < n; i++) {
-    if (states[i] >= ncfs) return strdup("sfs_write_packed: state out of range");
-    rocksdb_column_family_handle_t* cf = cfs[states[i]];
-    if (ops[i] == 0) {
-      rocksdb_writebatch_put_cf(wb, cf, keybuf + ko, keylens[i], valbuf + vo,
-                                vallens[i]);
-      vo += vallens[i];
-    } else if (ops[i] == 2) {
-      rocksdb_writebatch_merge_cf(wb, cf, keybuf + ko, keylens[i],
-                                  valbuf + vo, vallens[i]);
-      vo += vallens[i];
-    } else {
-      rocksdb_writebatch_delete_cf(wb, cf, keybuf + ko, keylens[i]);
-    }
-    ko += keylens[i];
-  }
-  char* err = NULL;
-  rocksdb_write(db, wo, wb, &err);
-  rocksdb_writebatch_clear(wb);
-  return err;
-}
-
 // ---- list values: TTL-aware merge operator and compaction filter -----------
 //
 // A list value is an 8-byte big-endian prefix followed by the elements. With

@@ -14,6 +14,7 @@
 #include <rocksdb/options.h>
 #include <rocksdb/slice_transform.h>
 #include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
 #include <rocksdb/write_buffer_manager.h>
 
 #include "shim.h"
@@ -30,12 +31,28 @@ struct rocksdb_column_family_handle_t {
   rocksdb::ColumnFamilyHandle* rep;
 };
 
+struct rocksdb_writeoptions_t {
+  rocksdb::WriteOptions rep;
+};
+
 struct sfs_slot_memory_t {
   std::shared_ptr<rocksdb::Cache> cache;
   std::shared_ptr<rocksdb::WriteBufferManager> wbm;
 };
 
 extern "C" {
+
+char* sfs_write_rep(rocksdb_t* db, const rocksdb_writeoptions_t* wo,
+                    const char* rep, size_t n) {
+  try {
+    rocksdb::WriteBatch wb(std::string(rep, n));
+    rocksdb::Status s = db->rep->Write(wo->rep, &wb);
+    if (s.ok()) return nullptr;
+    return strdup(s.ToString().c_str());
+  } catch (const std::exception& e) {
+    return strdup(e.what());
+  }
+}
 
 sfs_slot_memory_t* sfs_slot_memory_new(size_t cache_bytes, double hi_ratio,
                                        size_t wbm_bytes) {

@@ -49,16 +49,6 @@ char* sfs_multiget(rocksdb_t* db, const rocksdb_readoptions_t* ro,
                    const char** vptrs, size_t* vlens, void** pins);
 void sfs_multiget_release(void* pins, size_t n);
 
-// Builds one write batch from packed operations (ops[i] 0 = put, 1 =
-// delete, 2 = merge; keys and values back to back) and writes it with one call.
-// Returns NULL or an error string (malloc'ed).
-char* sfs_write_packed(rocksdb_t* db, const rocksdb_writeoptions_t* wo,
-                       rocksdb_writebatch_t* wb,
-                       rocksdb_column_family_handle_t** cfs, size_t ncfs,
-                       size_t n, const uint8_t* ops, const uint16_t* states,
-                       const char* keybuf, const size_t* keylens,
-                       const char* valbuf, const size_t* vallens);
-
 // ---- list values --------------------------------------------------------------
 
 // The list merge operator ("sfstate.list"): concatenates list values (see
@@ -112,11 +102,28 @@ int sfs_options_apply_slot(rocksdb_options_t* opts, sfs_slot_memory_t* m,
 int sfs_options_uses_slot(rocksdb_options_t* opts, sfs_slot_memory_t* m);
 size_t sfs_options_arena_block_size(rocksdb_options_t* opts);
 
+// Sets the finger memtable (memtable.cc): a skip list whose inserts start
+// from the previous insert's position. Turns allow_concurrent_memtable_write
+// off (the finger has one writer).
+void sfs_options_set_finger_memtable(rocksdb_options_t* opts);
+int sfs_options_uses_finger_memtable(rocksdb_options_t* opts);
+// The arena block size the last finger memtable created saw (tests).
+size_t sfs_finger_block_size(void);
+// Inserts and levels walked up from the finger, summed over freed finger
+// memtables.
+void sfs_finger_stats(uint64_t* inserts, uint64_t* levels);
+
 // Sets memtable_insert_with_hint_prefix_extractor to a fixed prefix of n
 // bytes: memtable inserts of keys sharing that prefix start from the
 // position of the previous one.
 void sfs_options_set_insert_hint_prefix(rocksdb_options_t* opts, size_t n);
 size_t sfs_options_write_buffer_size(rocksdb_options_t* opts);
+
+// Writes a batch given in RocksDB's WriteBatch format (rep, n bytes; the
+// header's count must match the records). Returns NULL or a malloc'ed error
+// string.
+char* sfs_write_rep(rocksdb_t* db, const rocksdb_writeoptions_t* wo,
+                    const char* rep, size_t n);
 
 // Batched MultiGet over keys of several column families at once
 // (cfs[states[i]] for key i), values pinned as in sfs_multiget; release

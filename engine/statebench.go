@@ -65,10 +65,15 @@ type WorkloadResult struct {
 // MicroResult is one of Flink's state micro-benchmarks in ops/ms.
 type MicroResult struct {
 	Op          string  `json:"op"`
-	PerOpOpsMs  float64 `json:"per_op_ops_ms"`
+	PerOpOpsMs  float64 `json:"per_op_ops_ms"` // same options as the engine
 	EngineOpsMs float64 `json:"engine_ops_ms"`
 	Speedup     float64 `json:"speedup"`
 	CPUSpeedup  float64 `json:"cpu_speedup"`
+	// The per-op path on RocksDB's skip-list memtable (Flink's
+	// configuration) instead of the engine's finger memtable, and the
+	// engine's thread-CPU speed-up over it.
+	PerOpSkipListOpsMs float64 `json:"per_op_skiplist_ops_ms"`
+	SkipListCPUSpeedup float64 `json:"skiplist_cpu_speedup"`
 }
 
 // MemoryResult is the native memory of n operators sharing one slot after

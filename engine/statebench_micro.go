@@ -79,8 +79,9 @@ const microMapEntries = 4
 // Profile labels of the two timed sections (go test -bench Micro
 // -cpuprofile, then pprof -tagfocus path=engine).
 var (
-	perOpLabels  = pprof.WithLabels(context.Background(), pprof.Labels("path", "per-op"))
-	engineLabels = pprof.WithLabels(context.Background(), pprof.Labels("path", "engine"))
+	perOpLabels     = pprof.WithLabels(context.Background(), pprof.Labels("path", "per-op"))
+	perOpSkipLabels = pprof.WithLabels(context.Background(), pprof.Labels("path", "per-op-skiplist"))
+	engineLabels    = pprof.WithLabels(context.Background(), pprof.Labels("path", "engine"))
 )
 
 type microDef struct {
@@ -269,6 +270,20 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 		return res, err
 	}
 	defer p.close()
+	// The per-op path once more on RocksDB's own skip-list memtable (what
+	// Flink's RocksDB backend runs with), in its own slot.
+	slotS, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+	if err != nil {
+		return res, err
+	}
+	defer slotS.Close()
+	optsS := cfg.rocksOptions(slotS)
+	optsS.SkipListMemTable = true
+	pS, err := openPerRecord(filepath.Join(dir, "micro-"+d.name+"-op-skiplist"), states, optsS)
+	if err != nil {
+		return res, err
+	}
+	defer pS.close()
 	be, err := OpenRocksDB(filepath.Join(dir, "micro-"+d.name+"-engine"), benchLayout, states, cfg.rocksOptions(slotE))
 	if err != nil {
 		return res, err
@@ -279,6 +294,7 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 	defer b.Close()
 	acc := &bundleAccess{b: b, sts: op.States()}
 	setupMicro(r, d, p)
+	setupMicro(r, d, pS)
 	for lo := 0; lo < r.nkeys; lo += 10000 {
 		_ = b.Begin(nil)
 		setupMicroRange(r, d, acc, lo, min(lo+10000, r.nkeys))
@@ -293,15 +309,22 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 		offs  []int
 	)
 	st := op.States()[0]
-	var perOp, engine, perOpCPU, engineCPU time.Duration
+	var perOp, perOpS, engine, perOpCPU, perOpSCPU, engineCPU time.Duration
 	for lo := 0; lo < cfg.MicroOps; lo += cfg.BundleSize {
 		hi := min(lo+cfg.BundleSize, cfg.MicroOps)
+		pprof.SetGoroutineLabels(perOpSkipLabels)
+		cS, tS := threadCPU(), time.Now()
+		for i := lo; i < hi; i++ {
+			d.do(r, pS, i)
+		}
 		pprof.SetGoroutineLabels(perOpLabels)
 		c0, t0 := threadCPU(), time.Now()
 		for i := lo; i < hi; i++ {
 			d.do(r, p, i)
 		}
 		c1, t1 := threadCPU(), time.Now()
+		perOpS += t0.Sub(tS)
+		perOpSCPU += c0 - cS
 		pprof.SetGoroutineLabels(engineLabels)
 		// The bundle's keys, packed in one buffer (emit reuses r.kb).
 		arena, offs = arena[:0], offs[:0]
@@ -348,6 +371,9 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 	if p.err != nil {
 		return res, p.err
 	}
+	if pS.err != nil {
+		return res, pS.err
+	}
 	if acc.err != nil {
 		return res, acc.err
 	}
@@ -361,6 +387,8 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 	res.EngineOpsMs = float64(cfg.MicroOps) / ms(engine)
 	res.Speedup = res.EngineOpsMs / res.PerOpOpsMs
 	res.CPUSpeedup = ms(perOpCPU) / ms(engineCPU)
+	res.PerOpSkipListOpsMs = float64(cfg.MicroOps) / ms(perOpS)
+	res.SkipListCPUSpeedup = ms(perOpSCPU) / ms(engineCPU)
 	return res, nil
 }
 
