@@ -35,7 +35,8 @@ type entry struct {
 	dirty   bool
 	before  bool   // a live value existed when the bundle first read the key
 	merge   bool   // list appends not read: val holds only the appended elements, merged at commit
-	key     string // the stored key (shares the working map's key string)
+	key     string // the stored key
+	st      int    // the state id
 }
 
 // BundleStats counts one bundle's traffic.
@@ -56,7 +57,7 @@ type BundleStats struct {
 // bundle is not safe for concurrent use.
 type Bundle struct {
 	op       *Operator
-	entries  map[bkey]*entry
+	entries  entryTable
 	slab     []byte
 	now      int64
 	active   bool
@@ -96,7 +97,7 @@ type dirtyRef struct {
 
 // NewBundle returns a reusable bundle for the operator.
 func (op *Operator) NewBundle() *Bundle {
-	return &Bundle{op: op, entries: make(map[bkey]*entry)}
+	return &Bundle{op: op}
 }
 
 // ErrBundleActive is returned by Begin while a bundle is open.
@@ -113,7 +114,7 @@ func (b *Bundle) Now() int64 { return b.now }
 func (b *Bundle) Stats() BundleStats { return b.stats }
 
 // Len is the number of keys in the working map.
-func (b *Bundle) Len() int { return len(b.entries) }
+func (b *Bundle) Len() int { return b.entries.len() }
 
 // Begin opens a bundle and hydrates keys (repeats allowed, any order) with
 // one batched read per state.
@@ -174,13 +175,13 @@ func (b *Bundle) hydrate(refs []KeyRef, one *State, keys [][]byte) error {
 	misses := b.misses[:0]
 	single := true
 	consider := func(s *State, k []byte) {
-		bk := bkey{s.id, string(k)}
-		if _, ok := b.entries[bk]; ok {
+		found, h, slot := b.entries.find(s.id, k)
+		if found != nil {
 			return
 		}
 		e := b.newEntry()
-		e.key = bk.k
-		b.entries[bk] = e
+		e.st, e.key = s.id, string(k)
+		b.entries.insert(h, slot, e)
 		if wc := b.winners[s.id]; wc != nil {
 			if w, ok := wc.get(k); ok {
 				e.stored = true
@@ -353,7 +354,8 @@ func (b *Bundle) lookup(s *State, key []byte) (*entry, error) {
 	if !b.active {
 		return nil, ErrNoBundle
 	}
-	if e, ok := b.entries[bkey{s.id, string(key)}]; ok {
+	e, h, slot := b.entries.find(s.id, key)
+	if e != nil {
 		if e.merge {
 			return e, b.resolveMerge(s, e)
 		}
@@ -363,9 +365,9 @@ func (b *Bundle) lookup(s *State, key []byte) (*entry, error) {
 		return e, nil
 	}
 	b.stats.PointReads++
-	e := b.newEntry()
-	e.key = string(key)
-	b.entries[bkey{s.id, e.key}] = e
+	e = b.newEntry()
+	e.st, e.key = s.id, string(key)
+	b.entries.insert(h, slot, e)
 	var derr error
 	if err := b.op.be.MultiGet(s.id, [][]byte{key}, func(_ int, v []byte, found bool) { derr = b.fill(s, e, v, found) }); err != nil {
 		return nil, err
@@ -422,14 +424,13 @@ func (b *Bundle) Contains(s *State, key []byte) (bool, error) {
 }
 
 func (b *Bundle) entryFor(s *State, key []byte) *entry {
-	k := bkey{s.id, string(key)}
-	e, ok := b.entries[k]
-	if !ok {
+	e, h, slot := b.entries.find(s.id, key)
+	if e == nil {
 		// Blind write: no read needed. Assume the backend may hold a value.
 		e = b.newEntry()
 		e.stored = true
-		e.key = k.k
-		b.entries[k] = e
+		e.st, e.key = s.id, string(key)
+		b.entries.insert(h, slot, e)
 	}
 	return e
 }
@@ -505,7 +506,8 @@ func (b *Bundle) ListAddAll(s *State, key []byte, elems [][]byte) error {
 	if len(elems) == 0 {
 		return nil
 	}
-	e, ok := b.entries[bkey{s.id, string(key)}]
+	e, h, slot := b.entries.find(s.id, key)
+	ok := e != nil
 	switch {
 	case ok && e.merge:
 	case ok:
@@ -514,9 +516,9 @@ func (b *Bundle) ListAddAll(s *State, key []byte, elems [][]byte) error {
 		}
 	case b.canMerge():
 		e = b.newEntry()
-		e.key = string(key)
+		e.st, e.key = s.id, string(key)
 		e.stored, e.merge = true, true
-		b.entries[bkey{s.id, e.key}] = e
+		b.entries.insert(h, slot, e)
 	default:
 		var err error
 		if e, err = b.lookup(s, key); err != nil {
@@ -652,8 +654,8 @@ func (b *Bundle) Iterate(s *State, prefix []byte, fn func(userKey, payload []byt
 		k string
 		v []byte
 	}
-	for k, e := range b.entries {
-		if k.st == s.id && e.merge && bytes.HasPrefix([]byte(k.k), prefix) {
+	for _, e := range b.entries.ents {
+		if e.st == s.id && e.merge && bytes.HasPrefix([]byte(e.key), prefix) {
 			if err := b.resolveMerge(s, e); err != nil {
 				return err
 			}
@@ -663,7 +665,7 @@ func (b *Bundle) Iterate(s *State, prefix []byte, fn func(userKey, payload []byt
 	upper := prefixEnd(prefix)
 	var derr error
 	err := b.op.be.Scan(s.id, prefix, upper, func(k, v []byte) bool {
-		if _, ok := b.entries[bkey{s.id, string(k)}]; ok {
+		if e, _, _ := b.entries.find(s.id, k); e != nil {
 			return true // the working map decides
 		}
 		_, p, _, live, err := s.livePayload(nil, v, b.now)
@@ -682,8 +684,8 @@ func (b *Bundle) Iterate(s *State, prefix []byte, fn func(userKey, payload []byt
 	if derr != nil {
 		return derr
 	}
-	for k, e := range b.entries {
-		if k.st != s.id || !e.present || !bytes.HasPrefix([]byte(k.k), prefix) {
+	for _, e := range b.entries.ents {
+		if e.st != s.id || !e.present || !bytes.HasPrefix([]byte(e.key), prefix) {
 			continue
 		}
 		if !e.dirty && s.expired(e.ts, b.now) {
@@ -696,7 +698,7 @@ func (b *Bundle) Iterate(s *State, prefix []byte, fn func(userKey, payload []byt
 				return fmt.Errorf("engine: state %q: %w", s.desc.Name, err)
 			}
 		}
-		merged[k.k] = v
+		merged[e.key] = v
 	}
 	out := make([]kv, 0, len(merged))
 	for k, v := range merged {
@@ -933,7 +935,7 @@ func (b *Bundle) Abort() {
 }
 
 func (b *Bundle) abort() {
-	clear(b.entries)
+	b.entries.reset()
 	clear(b.dirtyN)
 	clear(b.dirty)
 	b.dirty = b.dirty[:0]

@@ -75,7 +75,7 @@ func (b *Bundle) PQPeek(s *State) (key []byte, ok bool, err error) {
 	for kg := l.Range.Start; kg <= l.Range.End; kg++ {
 		lower, upper := l.RangeBounds(kg, kg)
 		err := b.op.be.Scan(s.id, lower, upper, func(k, _ []byte) bool {
-			if e, ok := b.entries[bkey{s.id, string(k)}]; ok && !e.present {
+			if e, _, _ := b.entries.find(s.id, k); e != nil && !e.present {
 				return true // removed in this bundle
 			}
 			if better(k) {
@@ -87,9 +87,9 @@ func (b *Bundle) PQPeek(s *State) (key []byte, ok bool, err error) {
 			return nil, false, err
 		}
 	}
-	for k, e := range b.entries {
-		if k.st == s.id && e.present && better([]byte(k.k)) {
-			key = append(key[:0], k.k...)
+	for _, e := range b.entries.ents {
+		if e.st == s.id && e.present && better([]byte(e.key)) {
+			key = append(key[:0], e.key...)
 		}
 	}
 	return key, key != nil, nil

@@ -97,10 +97,10 @@ type microRun struct {
 	l     Layout
 	nkeys int
 	pick  []int // random existing key per op
-	buf   []byte
 	val   []byte
 	one   [][]byte // {val}
 	all   [][]byte // microMapEntries x val
+	list  []byte   // all, list-encoded (listUpdate's new list, built once)
 }
 
 // key builds the stored key of set-up key k in r.kb: valid until the next
@@ -156,8 +156,7 @@ func microDefs() []microDef {
 			_ = decodeList(p, func(el []byte) bool { sink += len(el); return true })
 		}},
 		{name: "listUpdate", kind: KindList, keys: valKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) {
-			r.buf = listOf(microMapEntries, r.val)
-			a.put(0, r.key(r.pick[i]), r.buf)
+			a.put(0, r.key(r.pick[i]), r.list)
 		}},
 		{name: "mapAdd", kind: KindMap, fresh: true, keys: func(r *microRun, i int, emit func([]byte)) { emit(r.entry(r.nkeys+i, 0)) },
 			do: func(r *microRun, a iterAccess, i int) { a.put(0, r.entry(r.nkeys+i, 0), r.val) }},
@@ -216,6 +215,7 @@ func newMicroRun(nkeys int) *microRun {
 	for i := 0; i < microMapEntries; i++ {
 		r.all = append(r.all, r.val)
 	}
+	r.list = listOf(microMapEntries, r.val)
 	return r
 }
 
