@@ -28,9 +28,12 @@ type StateBenchConfig struct {
 	MicroOps      int    // operations measured per micro-benchmark
 	ManagedMemory int64  // slot managed memory for every instance
 	MemoryBytes   int64  // bytes written in the memory comparison (default 32 MiB)
-	MicroOnly     bool   // run only the micro-benchmarks
-	MemoryOnly    bool   // run only the memory comparison
-	Seed          uint64
+	// LargeEvents is the event count of the long q4 and q17 runs (the
+	// issue's 10M), each also run bundle-only for its peak RSS; 0 skips them.
+	LargeEvents int
+	MicroOnly   bool // run only the micro-benchmarks
+	MemoryOnly  bool // run only the memory comparison
+	Seed        uint64
 	// Progress, when set, is told each finished step.
 	Progress func(step string)
 
@@ -60,6 +63,10 @@ type WorkloadResult struct {
 	Writes      int64   `json:"writes"`
 	CommitP50Ms float64 `json:"commit_p50_ms"`
 	CommitP99Ms float64 `json:"commit_p99_ms"`
+	// BundlePeakRSS is the process's peak resident set while the bundled
+	// path alone ran the workload again (peak reset first; 0 when not
+	// measured, -1 when the kernel does not support the reset).
+	BundlePeakRSS int64 `json:"bundle_peak_rss_bytes,omitempty"`
 }
 
 // MicroResult is one of Flink's state micro-benchmarks in ops/ms.
@@ -540,13 +547,13 @@ func (c StateBenchConfig) rocksOptions(slot *SlotMemory) RocksOptions {
 // runWorkload runs both paths over the same events, interleaved bundle by
 // bundle (each path timed separately) so that machine load and background
 // compaction weigh on both alike.
-func runWorkload(cfg StateBenchConfig, w workload, dir string) (WorkloadResult, error) {
-	res := WorkloadResult{Name: w.name, Events: cfg.Events}
-	events := make([]nxEvent, cfg.Events)
+// Events are generated one bundle at a time (the same ones for both
+// paths), so a long run holds no event array. With bundleOnly the per-record
+// path is skipped.
+func runWorkload(cfg StateBenchConfig, w workload, dir string, nEvents int, bundleOnly bool) (WorkloadResult, error) {
+	res := WorkloadResult{Name: w.name, Events: nEvents}
 	g := newNxGen(cfg.Seed)
-	for i := range events {
-		events[i] = g.next()
-	}
+	events := make([]nxEvent, cfg.BundleSize)
 	slotP, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
 	if err != nil {
 		return res, err
@@ -557,12 +564,18 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string) (WorkloadResult, 
 		return res, err
 	}
 	defer slotB.Close()
-	p, err := openPerRecord(filepath.Join(dir, w.name+"-per-record"), w.states, cfg.rocksOptions(slotP))
+	run := fmt.Sprintf("%s-%d", w.name, nEvents)
+	if bundleOnly {
+		run += "-alone"
+	}
+	defer os.RemoveAll(filepath.Join(dir, run+"-per-record"))
+	defer os.RemoveAll(filepath.Join(dir, run+"-bundle"))
+	p, err := openPerRecord(filepath.Join(dir, run+"-per-record"), w.states, cfg.rocksOptions(slotP))
 	if err != nil {
 		return res, err
 	}
 	defer p.close()
-	be, err := OpenRocksDB(filepath.Join(dir, w.name+"-bundle"), benchLayout, w.states, cfg.rocksOptions(slotB))
+	be, err := OpenRocksDB(filepath.Join(dir, run+"-bundle"), benchLayout, w.states, cfg.rocksOptions(slotB))
 	if err != nil {
 		return res, err
 	}
@@ -590,11 +603,16 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string) (WorkloadResult, 
 		w.keys(benchLayout, ev, func(_ int, k []byte) { evKeys = append(evKeys, k) })
 		return evKeys
 	}
-	for lo := 0; lo < len(events); lo += cfg.BundleSize {
-		hi := min(lo+cfg.BundleSize, len(events))
-		c0, t0 := threadCPU(), time.Now()
+	for base := 0; base < nEvents; base += cfg.BundleSize {
+		lo, hi := 0, min(cfg.BundleSize, nEvents-base)
 		for i := lo; i < hi; i++ {
-			w.apply(&events[i], emitFor(&events[i]), p, buf)
+			events[i] = g.next()
+		}
+		c0, t0 := threadCPU(), time.Now()
+		if !bundleOnly {
+			for i := lo; i < hi; i++ {
+				w.apply(&events[i], emitFor(&events[i]), p, buf)
+			}
 		}
 		c1, t1 := threadCPU(), time.Now()
 		perRecord += t1.Sub(t0)
@@ -636,13 +654,13 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string) (WorkloadResult, 
 		return res, acc.err
 	}
 	res.Accesses = p.accesses
-	res.PerRecordEPS = float64(len(events)) / perRecord.Seconds()
-	res.BundleEPS = float64(len(events)) / bundled.Seconds()
+	res.PerRecordEPS = float64(nEvents) / perRecord.Seconds()
+	res.BundleEPS = float64(nEvents) / bundled.Seconds()
 	res.CommitP50Ms = percentile(commits, 0.50)
 	res.CommitP99Ms = percentile(commits, 0.99)
 	res.Speedup = res.BundleEPS / res.PerRecordEPS
-	res.PerRecordCPUEPS = float64(len(events)) / perRecordCPU.Seconds()
-	res.BundleCPUEPS = float64(len(events)) / bundledCPU.Seconds()
+	res.PerRecordCPUEPS = float64(nEvents) / perRecordCPU.Seconds()
+	res.BundleCPUEPS = float64(nEvents) / bundledCPU.Seconds()
 	res.CPUSpeedup = res.BundleCPUEPS / res.PerRecordCPUEPS
 	return res, nil
 }
@@ -692,7 +710,7 @@ func RunStateBench(cfg StateBenchConfig) (*StateBenchResult, error) {
 		return out, nil
 	}
 	for _, w := range nexmarkWorkloads() {
-		r, err := runWorkload(cfg, w, dir)
+		r, err := runWorkload(cfg, w, dir, cfg.Events, false)
 		if err != nil {
 			return nil, fmt.Errorf("workload %s: %w", w.name, err)
 		}
@@ -703,6 +721,29 @@ func RunStateBench(cfg StateBenchConfig) (*StateBenchResult, error) {
 	}
 	out.GeomeanSpeedup = math.Exp(logSum / float64(len(out.Workloads)))
 	out.GeomeanCPU = math.Exp(logCPU / float64(len(out.Workloads)))
+	if cfg.LargeEvents > 0 {
+		// The long runs (not in the geomean), each followed by the bundled
+		// path alone on a fresh instance for its peak resident set.
+		for _, w := range nexmarkWorkloads() {
+			if w.name != "q4" && w.name != "q17" {
+				continue
+			}
+			r, err := runWorkload(cfg, w, dir, cfg.LargeEvents, false)
+			if err != nil {
+				return nil, fmt.Errorf("workload %s (%d events): %w", w.name, cfg.LargeEvents, err)
+			}
+			rss, err := peakRSSOf(func() error {
+				_, err := runWorkload(cfg, w, dir, cfg.LargeEvents, true)
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("workload %s (%d events, bundled alone): %w", w.name, cfg.LargeEvents, err)
+			}
+			r.BundlePeakRSS = rss
+			out.Workloads = append(out.Workloads, r)
+			note(fmt.Sprintf("workload %s (%d events)", w.name, cfg.LargeEvents))
+		}
+	}
 	micro, err := runMicro(cfg, dir, note)
 	if err != nil {
 		return nil, err

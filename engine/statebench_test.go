@@ -130,7 +130,7 @@ func BenchmarkWorkloads(b *testing.B) {
 		b.Run(w.name, func(b *testing.B) {
 			cfg := StateBenchConfig{Events: 200_000, BundleSize: benchBundle, ManagedMemory: 256 << 20, Seed: 42}
 			for i := 0; i < b.N; i++ {
-				r, err := runWorkload(cfg, w, b.TempDir())
+				r, err := runWorkload(cfg, w, b.TempDir(), cfg.Events, false)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -209,4 +209,34 @@ func TestMicroPathsAgree(t *testing.T) {
 			t.Errorf("micro-benchmark %s missing", op)
 		}
 	}
+}
+
+// TestPeakRSSOf checks that the peak resident set measured around a
+// function grows with what the function touches.
+func TestPeakRSSOf(t *testing.T) {
+	var keep []byte
+	small, err := peakRSSOf(func() error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small < 0 {
+		t.Skip("this kernel cannot reset the peak resident set")
+	}
+	big, err := peakRSSOf(func() error {
+		keep = make([]byte, 64<<20)
+		for i := range keep {
+			if i%4096 == 0 {
+				keep[i] = 1
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if big < small+48<<20 {
+		t.Fatalf("peak RSS %d around a 64 MiB allocation, %d around nothing", big, small)
+	}
+	keep = nil
+	_ = keep
 }

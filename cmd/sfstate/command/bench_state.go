@@ -19,6 +19,7 @@ func init() {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "quick", Usage: "small sizes (seconds, not minutes)"},
 			&cli.IntFlag{Name: "events", Usage: "events per workload (default 2000000, --quick 200000)"},
+			&cli.IntFlag{Name: "large-events", Usage: "events of the long q4 and q17 runs, each also run bundled alone for its peak RSS (default 10000000, --quick 1000000; -1 skips them)"},
 			&cli.IntFlag{Name: "bundle", Value: 5000, Usage: "events per bundle (a mini-batch)"},
 			&cli.StringFlag{Name: "dir", Usage: "scratch directory (default: system temp)"},
 			&cli.IntFlag{Name: "micro-keys", Usage: "keys set up per micro-benchmark (default 200000, --quick 20000)"},
@@ -34,16 +35,23 @@ func init() {
 func runBenchState(c *cli.Context) error {
 	g := GlobalsFrom(c)
 	cfg := engine.StateBenchConfig{
-		Dir:        c.String("dir"),
-		Events:     2_000_000,
-		BundleSize: c.Int("bundle"),
-		MicroKeys:  200_000,
-		MicroOps:   500_000,
-		MicroOnly:  c.Bool("micro-only"),
-		MemoryOnly: c.Bool("memory-only"),
+		Dir:         c.String("dir"),
+		Events:      2_000_000,
+		LargeEvents: 10_000_000,
+		BundleSize:  c.Int("bundle"),
+		MicroKeys:   200_000,
+		MicroOps:    500_000,
+		MicroOnly:   c.Bool("micro-only"),
+		MemoryOnly:  c.Bool("memory-only"),
 	}
 	if c.Bool("quick") {
-		cfg.Events, cfg.MicroKeys, cfg.MicroOps = 200_000, 20_000, 50_000
+		cfg.Events, cfg.LargeEvents, cfg.MicroKeys, cfg.MicroOps = 200_000, 1_000_000, 20_000, 50_000
+	}
+	switch n := c.Int("large-events"); {
+	case n < 0:
+		cfg.LargeEvents = 0
+	case n > 0:
+		cfg.LargeEvents = n
 	}
 	if n := c.Int("events"); n > 0 {
 		cfg.Events = n
@@ -81,12 +89,27 @@ func runBenchState(c *cli.Context) error {
 		return printMemory(w, tw, res)
 	}
 	fmt.Fprintf(w, "Nexmark-shaped state workloads (%d events, bundles of %d, WAL off)\n", cfg.Events, cfg.BundleSize)
-	fmt.Fprintln(tw, "workload\tper-record ev/s\tbundled ev/s\tspeedup\tthread-CPU speedup\tcommit p50 ms\tcommit p99 ms\t")
+	fmt.Fprintln(tw, "workload\tevents\tper-record ev/s\tbundled ev/s\tspeedup\tthread-CPU speedup\tcommit p50 ms\tcommit p99 ms\tbundled alone peak RSS MiB\t")
+	geo := false
 	for _, r := range res.Workloads {
-		fmt.Fprintf(tw, "%s\t%.0f\t%.0f\t%.2fx\t%.2fx\t%.3f\t%.3f\t\n", r.Name, r.PerRecordEPS, r.BundleEPS, r.Speedup, r.CPUSpeedup, r.CommitP50Ms, r.CommitP99Ms)
+		if r.Events != cfg.Events && !geo {
+			fmt.Fprintf(tw, "geomean\t\t\t\t%.2fx\t%.2fx\t\t\t\t\n", res.GeomeanSpeedup, res.GeomeanCPU)
+			geo = true
+		}
+		rss := ""
+		switch {
+		case r.BundlePeakRSS > 0:
+			rss = fmt.Sprintf("%.1f", float64(r.BundlePeakRSS)/(1<<20))
+		case r.BundlePeakRSS < 0:
+			rss = "n/a"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.0f\t%.0f\t%.2fx\t%.2fx\t%.3f\t%.3f\t%s\t\n", r.Name, r.Events, r.PerRecordEPS, r.BundleEPS, r.Speedup, r.CPUSpeedup, r.CommitP50Ms, r.CommitP99Ms, rss)
 	}
-	fmt.Fprintf(tw, "geomean\t\t\t%.2fx\t%.2fx\t\t\t\n", res.GeomeanSpeedup, res.GeomeanCPU)
+	if !geo {
+		fmt.Fprintf(tw, "geomean\t\t\t\t%.2fx\t%.2fx\t\t\t\t\n", res.GeomeanSpeedup, res.GeomeanCPU)
+	}
 	tw.Flush()
+	fmt.Fprintln(w, "(geomean over the first five; peak RSS: the whole process while the bundled path alone ran the workload again, peak reset first)")
 	fmt.Fprintln(w)
 	if err := printMicro(w, tw, cfg, res); err != nil {
 		return err
