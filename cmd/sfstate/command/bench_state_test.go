@@ -9,7 +9,7 @@ import (
 )
 
 func TestBenchStateJSON(t *testing.T) {
-	out, errOut, code := run(t, "--json", "bench", "state", "--events", "3000", "--bundle", "500",
+	out, errOut, code := run(t, "--json", "bench", "state", "--events", "3000", "--bundle", "500", "--large-events", "4000",
 		"--micro-keys", "300", "--micro-ops", "1000", "--memory-mib", "1", "--dir", t.TempDir())
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
@@ -21,6 +21,7 @@ func TestBenchStateJSON(t *testing.T) {
 			PerRecordEPS float64 `json:"per_record_eps"`
 			BundleEPS    float64 `json:"bundle_eps"`
 			Speedup      float64 `json:"speedup"`
+			PeakRSS      int64   `json:"bundle_peak_rss_bytes"`
 		} `json:"workloads"`
 		Micro []struct {
 			Op          string  `json:"op"`
@@ -36,13 +37,19 @@ func TestBenchStateJSON(t *testing.T) {
 		t.Fatalf("bad JSON: %v\n%s", err, out)
 	}
 	var names []string
-	for _, w := range res.Workloads {
+	for i, w := range res.Workloads {
 		names = append(names, w.Name)
-		if w.Events != 3000 || w.PerRecordEPS <= 0 || w.BundleEPS <= 0 || w.Speedup <= 0 {
+		events, rss := 3000, w.PeakRSS == 0
+		if i >= 5 {
+			// The long runs, with the bundled path's peak RSS (or -1 where
+			// the kernel cannot reset the peak).
+			events, rss = 4000, w.PeakRSS > 1<<20 || w.PeakRSS == -1
+		}
+		if w.Events != events || w.PerRecordEPS <= 0 || w.BundleEPS <= 0 || w.Speedup <= 0 || !rss {
 			t.Fatalf("workload %+v", w)
 		}
 	}
-	if strings.Join(names, ",") != "q4,q7,q17,q18,q20" {
+	if strings.Join(names, ",") != "q4,q7,q17,q18,q20,q4,q17" {
 		t.Fatalf("workloads %v", names)
 	}
 	if len(res.Micro) < 10 || res.Micro[0].Op != "valueAdd" || res.Micro[0].EngineOpsMs <= 0 {
@@ -54,7 +61,7 @@ func TestBenchStateJSON(t *testing.T) {
 }
 
 func TestBenchStateTable(t *testing.T) {
-	out, errOut, code := run(t, "--quiet", "bench", "state", "--events", "2000", "--bundle", "400",
+	out, errOut, code := run(t, "--quiet", "bench", "state", "--events", "2000", "--bundle", "400", "--large-events", "-1",
 		"--micro-keys", "200", "--micro-ops", "500", "--memory-mib", "1", "--dir", t.TempDir())
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
