@@ -63,6 +63,18 @@
 // per touched key per bundle, deletes included — and clears the map. There
 // is no memory-pressure flush: RocksDB's background threads own flushing.
 //
+// Commit sorts the dirty set (an MSD radix sort on state and key bytes) and
+// builds the WriteBatch's bytes in Go, handed to RocksDB in one call. The
+// sorted order pays off in the memtable: every state's column family uses
+// the finger memtable (memtable.cc), a skip list whose inserts start from
+// the previous insert's position and climb only as far as the new key
+// requires, O(log D) for keys D entries apart instead of O(log N) from the
+// head. A bundle's sorted keys are N/B apart in a memtable of N entries.
+// RocksDB's own skip list (RocksOptions.SkipListMemTable) keeps its finger
+// only for strictly adjacent inserts. The finger memtable has one writer
+// (allow_concurrent_memtable_write off); readers run alongside it as on
+// RocksDB's skip list.
+//
 // # Durability (WAL off)
 //
 // Bundles are atomic: a crash never exposes part of a bundle. With the WAL

@@ -19,7 +19,7 @@ func init() {
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "quick", Usage: "small sizes (seconds, not minutes)"},
 			&cli.IntFlag{Name: "events", Usage: "events per workload (default 2000000, --quick 200000)"},
-			&cli.IntFlag{Name: "large-events", Usage: "events of the long q4 and q17 runs, each also run bundled alone for its peak RSS (default 10000000, --quick 1000000; -1 skips them)"},
+			&cli.IntFlag{Name: "large-events", Usage: "events of the long q4 and q17 runs, each also run bundled alone for its peak RSS, with 1 GiB of managed memory per slot (default 10000000, --quick 1000000; -1 skips them)"},
 			&cli.IntFlag{Name: "bundle", Value: 5000, Usage: "events per bundle (a mini-batch)"},
 			&cli.StringFlag{Name: "dir", Usage: "scratch directory (default: system temp)"},
 			&cli.IntFlag{Name: "micro-keys", Usage: "keys set up per micro-benchmark (default 200000, --quick 20000)"},
