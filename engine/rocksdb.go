@@ -49,7 +49,8 @@ type RocksOptions struct {
 	// InsertHintPrefix > 0 sets RocksDB's
 	// memtable_insert_with_hint_prefix_extractor to a fixed prefix of that
 	// many bytes (e.g. the key-group prefix) on every family; zero leaves
-	// it unset (the default: the micro-benchmarks measured no gain).
+	// it unset (the default: the micro-benchmarks measured no gain). Only
+	// RocksDB's skip list (SkipListMemTable) uses the hints.
 	InsertHintPrefix int
 	// SkipListMemTable uses RocksDB's own skip-list memtable instead of the
 	// finger memtable (memtable.cc), whose inserts start from the previous
