@@ -90,6 +90,9 @@ func (b *Bundle) SetWinnerCache(s *State, c *WinnerCache) {
 	b.winners[s.id] = c
 }
 
+// dirtyRef keeps a dirty entry's state and key beside its pointer (a copy
+// of e.st and e.key) so that Commit's sort reads them from one contiguous
+// slice.
 type dirtyRef struct {
 	k bkey
 	e *entry
@@ -812,9 +815,6 @@ func (b *Bundle) Commit() error {
 // entries move through one scratch slice instead of being compared pairwise
 // through string pointers.
 func (b *Bundle) sortDirty(dirty []dirtyRef) {
-	tmp := slices.Grow(b.sortTmp[:0], len(dirty))[:len(dirty)]
-	// By state first (a stable counting pass), then each state's run by key.
-	var count [257]int
 	maxSt := 0
 	for _, d := range dirty {
 		maxSt = max(maxSt, d.k.st)
@@ -823,6 +823,9 @@ func (b *Bundle) sortDirty(dirty []dirtyRef) {
 		slices.SortFunc(dirty, compareDirty)
 		return
 	}
+	tmp := slices.Grow(b.sortTmp[:0], len(dirty))[:len(dirty)]
+	// By state first (a stable counting pass), then each state's run by key.
+	var count [257]int
 	if maxSt > 0 {
 		for _, d := range dirty {
 			count[d.k.st+1]++

@@ -564,7 +564,8 @@ type rocksBatch struct {
 	n   int
 }
 
-// WriteBatch record tags (RocksDB's ValueType values).
+// WriteBatch record tags (RocksDB's ValueType values), in the default
+// column family and in another one (followed by the family id).
 const (
 	wbDeletion   = 0x0
 	wbValue      = 0x1
@@ -581,33 +582,32 @@ func (b *rocksBackend) NewBatch() Batch {
 	return &rocksBatch{b: b, wo: wo}
 }
 
-func (w *rocksBatch) record(tag byte, st int, key []byte) {
+func (w *rocksBatch) record(tag, cfTag byte, st int, key []byte) {
 	if len(w.rep) == 0 {
 		w.rep = append(w.rep, make([]byte, wbHeaderLen)...)
 	}
-	cf := w.b.cfIDs[st]
-	if cf == 0 {
+	if cf := w.b.cfIDs[st]; cf == 0 {
 		w.rep = append(w.rep, tag)
 	} else {
-		w.rep = binary.AppendUvarint(append(w.rep, tag+wbCFDeletion), uint64(cf))
+		w.rep = binary.AppendUvarint(append(w.rep, cfTag), uint64(cf))
 	}
 	w.rep = append(binary.AppendUvarint(w.rep, uint64(len(key))), key...)
 	w.n++
 }
 
 func (w *rocksBatch) Put(st int, key, val []byte) {
-	w.record(wbValue, st, key)
+	w.record(wbValue, wbCFValue, st, key)
 	w.rep = append(binary.AppendUvarint(w.rep, uint64(len(val))), val...)
 }
 
 // Merge queues a list merge (the state's family has the list merge
 // operator).
 func (w *rocksBatch) Merge(st int, key, val []byte) {
-	w.record(wbMerge, st, key)
+	w.record(wbMerge, wbCFMerge, st, key)
 	w.rep = append(binary.AppendUvarint(w.rep, uint64(len(val))), val...)
 }
 
-func (w *rocksBatch) Delete(st int, key []byte) { w.record(wbDeletion, st, key) }
+func (w *rocksBatch) Delete(st int, key []byte) { w.record(wbDeletion, wbCFDeletion, st, key) }
 
 func (w *rocksBatch) Len() int { return w.n }
 
