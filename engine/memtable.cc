@@ -58,9 +58,7 @@ namespace {
 using sfs::ArenaIface;
 
 std::atomic<size_t> last_block_size{0};
-// Levels walked up from the finger and inserts, summed over memtables when
-// they are freed (for tests and profiling).
-std::atomic<uint64_t> walked_total{0};
+// Inserts, summed over finger memtables when they are freed (tests).
 std::atomic<uint64_t> inserts_total{0};
 
 constexpr int kMaxHeight = 12;
@@ -130,7 +128,6 @@ class FingerList : public rocksdb::MemTableRep {
     } else {
       while (l < top && next_[l] != nullptr && Less(next_[l], k)) l++;
     }
-    walked_ += l;
     inserts_++;
     // Levels >= l still bracket k; search the levels below from prev_[l].
     Node* p = l < top ? prev_[l] : head;
@@ -165,7 +162,6 @@ class FingerList : public rocksdb::MemTableRep {
   size_t ApproximateMemoryUsage() override { return 0; }  // all in the arena
 
   ~FingerList() override {
-    walked_total.fetch_add(walked_, std::memory_order_relaxed);
     inserts_total.fetch_add(inserts_, std::memory_order_relaxed);
   }
 
@@ -349,8 +345,7 @@ class FingerList : public rocksdb::MemTableRep {
   Node* head;  // head_.node()
   std::atomic<int> max_height_{1};
   uint64_t rnd_ = 0x9E3779B97F4A7C15ULL;
-  uint64_t walked_ = 0;   // levels walked up from the finger (writer only)
-  uint64_t inserts_ = 0;
+  uint64_t inserts_ = 0;  // writer only
 
   // The finger: the previous insert's neighbours at every level (writer
   // only).
@@ -396,9 +391,8 @@ size_t sfs_finger_block_size(void) {
   return last_block_size.load(std::memory_order_relaxed);
 }
 
-void sfs_finger_stats(uint64_t* inserts, uint64_t* levels) {
-  *inserts = inserts_total.load(std::memory_order_relaxed);
-  *levels = walked_total.load(std::memory_order_relaxed);
+uint64_t sfs_finger_inserts(void) {
+  return inserts_total.load(std::memory_order_relaxed);
 }
 
 }  // extern "C"

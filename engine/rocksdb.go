@@ -655,13 +655,9 @@ func (w *rocksBatch) Close() {
 	}
 }
 
-// fingerStats returns the inserts into finger memtables and the levels those
-// inserts walked up from the finger, summed over freed memtables.
-func fingerStats() (inserts, levels uint64) {
-	var i, l C.uint64_t
-	C.sfs_finger_stats(&i, &l)
-	return uint64(i), uint64(l)
-}
+// fingerInserts returns the inserts into finger memtables, summed over
+// freed memtables.
+func fingerInserts() uint64 { return uint64(C.sfs_finger_inserts()) }
 
 // usesFingerMemtable reports whether o has the finger memtable.
 func usesFingerMemtable(o *grocksdb.Options) bool {

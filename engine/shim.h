@@ -109,9 +109,8 @@ void sfs_options_set_finger_memtable(rocksdb_options_t* opts);
 int sfs_options_uses_finger_memtable(rocksdb_options_t* opts);
 // The arena block size the last finger memtable created saw (tests).
 size_t sfs_finger_block_size(void);
-// Inserts and levels walked up from the finger, summed over freed finger
-// memtables.
-void sfs_finger_stats(uint64_t* inserts, uint64_t* levels);
+// Inserts into finger memtables, summed over freed ones.
+uint64_t sfs_finger_inserts(void);
 
 // Sets memtable_insert_with_hint_prefix_extractor to a fixed prefix of n
 // bytes: memtable inserts of keys sharing that prefix start from the
