@@ -558,11 +558,6 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string, nEvents int, bund
 	res := WorkloadResult{Name: w.name, Events: nEvents}
 	g := newNxGen(cfg.Seed)
 	events := make([]nxEvent, cfg.BundleSize)
-	slotP, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
-	if err != nil {
-		return res, err
-	}
-	defer slotP.Close()
 	slotB, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
 	if err != nil {
 		return res, err
@@ -572,13 +567,22 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string, nEvents int, bund
 	if bundleOnly {
 		run += "-alone"
 	}
-	defer os.RemoveAll(filepath.Join(dir, run+"-per-record"))
 	defer os.RemoveAll(filepath.Join(dir, run+"-bundle"))
-	p, err := openPerRecord(filepath.Join(dir, run+"-per-record"), w.states, cfg.rocksOptions(slotP))
-	if err != nil {
-		return res, err
+	// The per-record path, in its own slot; not opened at all when the
+	// bundled path runs alone (its peak RSS is measured then).
+	var p *perRecord
+	if !bundleOnly {
+		slotP, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+		if err != nil {
+			return res, err
+		}
+		defer slotP.Close()
+		defer os.RemoveAll(filepath.Join(dir, run+"-per-record"))
+		if p, err = openPerRecord(filepath.Join(dir, run+"-per-record"), w.states, cfg.rocksOptions(slotP)); err != nil {
+			return res, err
+		}
+		defer p.close()
 	}
-	defer p.close()
 	be, err := OpenRocksDB(filepath.Join(dir, run+"-bundle"), benchLayout, w.states, cfg.rocksOptions(slotB))
 	if err != nil {
 		return res, err
@@ -651,13 +655,15 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string, nEvents int, bund
 		bundled += t3.Sub(t1)
 		bundledCPU += threadCPU() - c1
 	}
-	if p.err != nil {
+	if p != nil && p.err != nil {
 		return res, p.err
 	}
 	if acc.err != nil {
 		return res, acc.err
 	}
-	res.Accesses = p.accesses
+	if p != nil {
+		res.Accesses = p.accesses
+	}
 	res.PerRecordEPS = float64(nEvents) / perRecord.Seconds()
 	res.BundleEPS = float64(nEvents) / bundled.Seconds()
 	res.CommitP50Ms = percentile(commits, 0.50)
