@@ -30,7 +30,7 @@ func TestHostileMetadata(t *testing.T) {
 	}{
 		{"empty", func() []byte { return nil }, "unexpected end"},
 		{"bad magic", func() []byte { return []byte{1, 2, 3, 4, 0, 0, 0, 3} }, "bad magic"},
-		{"version 2", func() []byte { return header(2).B }, "unsupported metadata version 2"},
+		{"version 1", func() []byte { return header(1).B }, "unsupported metadata version 1"},
 		{"version 99", func() []byte { return header(99).B }, "unsupported metadata version 99"},
 		{"negative checkpoint", func() []byte { e := header(3); e.PutI64(-5); return e.B }, "negative checkpoint id"},
 		{"huge master count", func() []byte { e := header(3); e.PutI64(1); e.PutI32(0x7fffffff); return e.B }, "master state count"},
@@ -64,7 +64,7 @@ func TestHostileMetadata(t *testing.T) {
 			e.PutU8(42)
 			return e.B
 		}, "unknown keyed state handle tag 42"},
-		{"changelog tag", func() []byte {
+		{"nested changelog", func() []byte {
 			e := header(3)
 			e.PutI64(1)
 			e.PutI32(0)
@@ -75,8 +75,13 @@ func TestHostileMetadata(t *testing.T) {
 			e.PutI32(0)
 			e.PutI32(0)
 			e.PutU8(TagChangelogV2)
+			e.PutI32(0) // key groups 0+1
+			e.PutI32(1)
+			e.PutI64(0) // checkpointed size
+			e.PutI32(1) // one materialized handle: another changelog handle
+			e.PutU8(TagChangelog)
 			return e.B
-		}, "changelog"},
+		}, "changelog handle (tag 8) nested inside a changelog handle"},
 		{"huge key-group count", func() []byte {
 			e := header(3)
 			e.PutI64(1)

@@ -20,9 +20,9 @@ const MetadataMagic = 0x4960672D
 // masterStateMagic starts every master state record.
 const masterStateMagic = int32(-0x3694E96A) // 0xC96B1696
 
-// Supported `_metadata` versions.
+// Supported `_metadata` versions. Version 2 is Flink 1.3 to 1.10.
 const (
-	MinMetadataVersion = 3
+	MinMetadataVersion = 2
 	MaxMetadataVersion = 7
 )
 
@@ -66,7 +66,7 @@ type Metadata struct {
 	MasterStates []MasterState
 	Operators    []*OperatorState
 	// Trailer holds the V4+ Java-serialized CheckpointProperties verbatim
-	// (nil for V3).
+	// (nil for V2 and V3).
 	Trailer []byte
 
 	trailerOffset int64
@@ -103,6 +103,10 @@ type OperatorState struct {
 	ID             OperatorID
 	Parallelism    int32
 	MaxParallelism int32
+	// LegacyChainLength is V2's unused int after the max parallelism (the
+	// chain length of Flink before 1.3; Flink writes 1). Kept so that
+	// re-encoding is byte-exact.
+	LegacyChainLength int32
 	// Coordinator is the operator coordinator state (nil or tag 1).
 	Coordinator *StreamHandle
 	// FullyFinished is the "-1 subtasks" marker: the operator finished on
@@ -136,6 +140,10 @@ type SubtaskState struct {
 	// HasRefCheckpoint / RefCheckpointID: V7 only.
 	HasRefCheckpoint bool
 	RefCheckpointID  int64
+	// LegacyDuration is V2's unused long before the handles (the former
+	// "duration"; Flink writes -1). V2 also has a count of legacy task
+	// states there, which must be 0 and is not kept.
+	LegacyDuration int64
 }
 
 // StreamHandle is a stream state handle (tags 1, 2, 3 nested, 6, 15, 16).
@@ -190,7 +198,8 @@ func (h *StreamHandle) Describe() string {
 	return fmt.Sprintf("tag%d", h.Tag)
 }
 
-// KeyedHandle is a keyed state handle: *KeyGroupsHandle or *IncrementalHandle.
+// KeyedHandle is a keyed state handle: *KeyGroupsHandle, *IncrementalHandle,
+// *ChangelogHandle or (inside a changelog handle) *StateChangelogHandle.
 type KeyedHandle interface {
 	HandleTag() byte
 	// KeyGroupRange returns the inclusive range [start, end]; end < start
@@ -247,6 +256,165 @@ func (h *IncrementalHandle) KeyGroupRange() (int, int) {
 	return int(h.StartKeyGroup), int(h.StartKeyGroup) + int(h.NumKeyGroups) - 1
 }
 
+// ChangelogHandle is tags 8 and 14: the keyed state of the changelog state
+// backend (Flink 1.15+). Its state is the materialized part (the wrapped
+// backend's last snapshot) plus the state changes logged since:
+//
+//	i32 startKeyGroup, i32 numKeyGroups, i64 checkpointedSize,
+//	i32 n, n keyed handles (materialized; any keyed tag but 8/14, 0 = null),
+//	i32 m, m keyed handles (non-materialized; tags 9, 10, 13 or 0),
+//	i64 materializationId, [tag 14: i64 checkpointId], UTF stateHandleId
+//
+// A tag-8 handle's checkpoint id is its materialization id.
+type ChangelogHandle struct {
+	Tag               byte
+	StartKeyGroup     int32
+	NumKeyGroups      int32
+	CheckpointedSize  int64
+	Materialized      []KeyedHandle
+	NonMaterialized   []*StateChangelogHandle
+	MaterializationID int64
+	CheckpointID      int64 // tag 14 only
+	StateHandleID     string
+}
+
+func (h *ChangelogHandle) HandleTag() byte { return h.Tag }
+func (h *ChangelogHandle) KeyGroupRange() (int, int) {
+	return int(h.StartKeyGroup), int(h.StartKeyGroup) + int(h.NumKeyGroups) - 1
+}
+
+// StateChange is one change of an in-memory change log: the key group
+// (-1 for a metadata change) and the serialized change.
+type StateChange struct {
+	KeyGroup int32
+	Data     []byte
+}
+
+// ChangelogStream is one stream of a file change log and the offset at
+// which this handle's changes start in it.
+type ChangelogStream struct {
+	Offset int64
+	Handle *StreamHandle
+}
+
+// StateChangelogHandle is a non-materialized part of a changelog handle:
+// state changes held inline (tag 9, InMemoryChangelogStateHandle) or in
+// files of the changelog storage (tags 10 and 13,
+// ChangelogStateHandleStreamImpl).
+//
+//	tag 9:      i32 startKeyGroup, i32 numKeyGroups, i64 from, i64 to,
+//	            i32 n, n × (i32 keyGroup, i32 len, len bytes), UTF stateHandleId
+//	tags 10/13: i32 startKeyGroup, i32 numKeyGroups,
+//	            i32 n, n × (i64 offset, stream handle),
+//	            i64 size, i64 checkpointedSize, UTF stateHandleId,
+//	            [tag 13: UTF storageIdentifier]
+type StateChangelogHandle struct {
+	Tag           byte
+	StartKeyGroup int32
+	NumKeyGroups  int32
+	// From and To are the sequence numbers of the changes (tag 9).
+	From, To int64
+	Changes  []StateChange // tag 9
+	// Streams, Size and CheckpointedSize: tags 10 and 13.
+	Streams          []ChangelogStream
+	Size             int64
+	CheckpointedSize int64
+	StateHandleID    string
+	// StorageID names the changelog storage (tag 13; tag 10 implies
+	// "filesystem").
+	StorageID string
+}
+
+func (h *StateChangelogHandle) HandleTag() byte { return h.Tag }
+func (h *StateChangelogHandle) KeyGroupRange() (int, int) {
+	return int(h.StartKeyGroup), int(h.StartKeyGroup) + int(h.NumKeyGroups) - 1
+}
+
+// Len returns the bytes of state changes the handle refers to: the inline
+// change bytes (tag 9) or the recorded size (tags 10/13).
+func (h *StateChangelogHandle) Len() int64 {
+	if h.Tag == TagChangelogByteIncrement {
+		var n int64
+		for _, c := range h.Changes {
+			n += int64(len(c.Data))
+		}
+		return n
+	}
+	return h.Size
+}
+
+// MaterializedKeyed returns the keyed handles whose data a reader decodes
+// for kh: the materialized handles of a changelog handle (nil entries
+// dropped), kh itself otherwise (nil for nil). The state changes logged
+// after the materialization are not part of it.
+func MaterializedKeyed(kh KeyedHandle) []KeyedHandle {
+	switch h := kh.(type) {
+	case nil:
+		return nil
+	case *ChangelogHandle:
+		var out []KeyedHandle
+		for _, m := range h.Materialized {
+			if m != nil {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	return []KeyedHandle{kh}
+}
+
+// ReadableSubtasks returns op's subtasks as readers of keyed data see them:
+// op.Subtasks itself when no subtask holds a changelog handle; otherwise a
+// copy where each subtask with a changelog handle as managed keyed state is
+// replaced by one shallow copy per materialized handle (ManagedKeyed set to
+// it; operator and raw keyed handles only on the first copy) or, without
+// materialized state, by one copy without managed keyed state. Raw keyed
+// changelog handles are replaced by their first materialized handle.
+func ReadableSubtasks(op *OperatorState) []*SubtaskState {
+	has := false
+	for _, st := range op.Subtasks {
+		_, a := st.ManagedKeyed.(*ChangelogHandle)
+		_, b := st.RawKeyed.(*ChangelogHandle)
+		if a || b {
+			has = true
+			break
+		}
+	}
+	if !has {
+		return op.Subtasks
+	}
+	out := make([]*SubtaskState, 0, len(op.Subtasks))
+	for _, st := range op.Subtasks {
+		_, a := st.ManagedKeyed.(*ChangelogHandle)
+		_, b := st.RawKeyed.(*ChangelogHandle)
+		if !a && !b {
+			out = append(out, st)
+			continue
+		}
+		first := *st
+		if b {
+			first.RawKeyed = nil
+			if raw := MaterializedKeyed(st.RawKeyed); len(raw) > 0 {
+				first.RawKeyed = raw[0]
+			}
+		}
+		if !a {
+			out = append(out, &first)
+			continue
+		}
+		mat := MaterializedKeyed(st.ManagedKeyed)
+		first.ManagedKeyed = nil
+		if len(mat) > 0 {
+			first.ManagedKeyed = mat[0]
+		}
+		out = append(out, &first)
+		for _, m := range mat[min(1, len(mat)):] {
+			out = append(out, &SubtaskState{Index: st.Index, ManagedKeyed: m})
+		}
+	}
+	return out
+}
+
 // Distribution modes of operator state.
 const (
 	ModeSplitDistribute = 0
@@ -296,7 +464,25 @@ type ChannelHandle struct {
 }
 
 // ParseMetadata parses a whole `_metadata` file. name is used in errors.
-// The whole input must be consumed (V3) or the rest is the trailer (V4+).
+// The whole input must be consumed (V2, V3) or the rest is the trailer (V4+).
+//
+// Layout (big-endian, Java DataOutput; UTF = u16 length + modified UTF-8):
+//
+//	i32 magic 0x4960672D, i32 version, i64 checkpointId,
+//	i32 n, n master states, i32 m, m operator states, [V4+: trailer]
+//	operator:  [V5+: UTF name, UTF uid], 16-byte id, i32 parallelism,
+//	           i32 maxParallelism, [V2: i32 unused (1)],
+//	           [V3+: stream handle coordinator state],
+//	           i32 subtasks (V3+: -1 = fully finished), per subtask:
+//	           i32 index (V3+: negative = finished, no body), body
+//	subtask:   [V2: i64 unused (-1), i32 legacy states (0)],
+//	           i32 flag + operator handle (managed), i32 flag + operator
+//	           handle (raw), keyed handle (managed), keyed handle (raw),
+//	           [V3+: input channel and result subpartition handles],
+//	           [V7: u8 marker, i64 refCheckpointId]
+//
+// V2 is Flink 1.3 to 1.10 (MetadataV2Serializer); V3 Flink 1.11 to 1.15;
+// the handle layouts are documented at their types.
 func ParseMetadata(b []byte, name string) (*Metadata, error) {
 	p := &parser{d: binfmt.New(b, 0)}
 	md := p.metadata()
@@ -359,7 +545,7 @@ func (p *parser) metadata() *Metadata {
 		md.trailerOffset = d.Offset()
 		md.Trailer = append([]byte(nil), d.Bytes(d.Len())...)
 	} else if d.Len() > 0 {
-		d.Failf("%d unexpected trailing bytes after a version 3 body", d.Len())
+		d.Failf("%d unexpected trailing bytes after a version %d body", d.Len(), p.version)
 	}
 	return md
 }
@@ -409,17 +595,21 @@ func (p *parser) operatorState() *OperatorState {
 		p.failAt(at, "operator %s: parallelism %d / max parallelism %d out of range", op.ID, op.Parallelism, op.MaxParallelism)
 		return op
 	}
-	cat := d.Offset()
-	op.Coordinator = p.streamHandle()
-	if op.Coordinator != nil && op.Coordinator.Tag != TagByteStream {
-		p.failAt(cat, "operator %s: coordinator state must be inline (tag 1), found tag %d", op.ID, op.Coordinator.Tag)
+	if p.version == 2 {
+		op.LegacyChainLength = d.I32()
+	} else {
+		cat := d.Offset()
+		op.Coordinator = p.streamHandle()
+		if op.Coordinator != nil && op.Coordinator.Tag != TagByteStream {
+			p.failAt(cat, "operator %s: coordinator state must be inline (tag 1), found tag %d", op.ID, op.Coordinator.Tag)
+		}
 	}
 	nat := d.Offset()
 	n := d.I32()
 	if d.Err() != nil {
 		return op
 	}
-	if n == -1 {
+	if n == -1 && p.version >= 3 {
 		op.FullyFinished = true
 		if op.Coordinator != nil {
 			p.failAt(nat, "operator %s: fully finished operator with coordinator state", op.ID)
@@ -435,6 +625,10 @@ func (p *parser) operatorState() *OperatorState {
 		iat := d.Offset()
 		idx := d.I32()
 		st := &SubtaskState{}
+		if idx < 0 && p.version == 2 {
+			p.failAt(iat, "operator %s: negative subtask index %d in a version 2 file", op.ID, idx)
+			break
+		}
 		if idx < 0 {
 			st.Finished = true
 			st.Index = int(-(int64(idx) + 1))
@@ -487,16 +681,26 @@ func (p *parser) singletonFlag(what string) bool {
 
 func (p *parser) subtaskState(st *SubtaskState) {
 	d := p.d
+	if p.version == 2 {
+		st.LegacyDuration = d.I64()
+		at := d.Offset()
+		if n := d.I32(); d.Err() == nil && n != 0 {
+			p.failAt(at, "%d legacy task states (Flink 1.1 Checkpointed interface) are not supported", n)
+			return
+		}
+	}
 	if p.singletonFlag("managed operator state") {
 		st.ManagedOperator = p.operatorHandle(true)
 	}
 	if p.singletonFlag("raw operator state") {
 		st.RawOperator = p.operatorHandle(true)
 	}
-	st.ManagedKeyed = p.keyedHandle()
-	st.RawKeyed = p.keyedHandle()
-	st.InputChannels = p.channelHandles("input channel state")
-	st.OutputChannels = p.channelHandles("result subpartition state")
+	st.ManagedKeyed = p.keyedHandle(0)
+	st.RawKeyed = p.keyedHandle(0)
+	if p.version >= 3 {
+		st.InputChannels = p.channelHandles("input channel state")
+		st.OutputChannels = p.channelHandles("result subpartition state")
+	}
 	if p.version >= 7 && d.Err() == nil {
 		at := d.Offset()
 		switch m := d.U8(); m {
@@ -574,7 +778,21 @@ func (p *parser) keyGroups(tag byte) *KeyGroupsHandle {
 	return h
 }
 
-func (p *parser) keyedHandle() KeyedHandle {
+// keyedGroupRange reads i32 start, i32 count and checks the range.
+func (p *parser) keyedGroupRange() (start, n int32) {
+	d := p.d
+	at := d.Offset()
+	start = d.I32()
+	n = d.I32()
+	if d.Err() == nil && (start < 0 || n < 0 || int64(start)+int64(n) > maxKeyGroups) {
+		p.failAt(at, "key-group range %d+%d out of range", start, n)
+	}
+	return start, n
+}
+
+// keyedHandle reads a keyed handle. depth > 0 inside a changelog handle,
+// where another changelog handle is refused (this bounds the recursion).
+func (p *parser) keyedHandle(depth int) KeyedHandle {
 	d := p.d
 	at := d.Offset()
 	tag := d.U8()
@@ -611,13 +829,80 @@ func (p *parser) keyedHandle() KeyedHandle {
 			h.StateHandleID = p.utf()
 		}
 		return h
-	case TagChangelog, TagChangelogByteIncrement, TagChangelogFileIncrement, TagChangelogFileIncrementV2, TagChangelogV2:
-		p.failAt(at, "keyed state handle tag %d (changelog state backend) is not supported", tag)
-		return nil
+	case TagChangelog, TagChangelogV2:
+		if depth > 0 {
+			p.failAt(at, "changelog handle (tag %d) nested inside a changelog handle", tag)
+			return nil
+		}
+		return p.changelogHandle(tag)
+	case TagChangelogByteIncrement, TagChangelogFileIncrement, TagChangelogFileIncrementV2:
+		return p.stateChangelogHandle(tag)
 	default:
 		p.failAt(at, "unknown keyed state handle tag %d", tag)
 		return nil
 	}
+}
+
+func (p *parser) changelogHandle(tag byte) *ChangelogHandle {
+	d := p.d
+	h := &ChangelogHandle{Tag: tag}
+	h.StartKeyGroup, h.NumKeyGroups = p.keyedGroupRange()
+	h.CheckpointedSize = d.I64()
+	n := d.Count("materialized keyed handle", maxCount, 1)
+	for i := 0; i < n && d.Err() == nil; i++ {
+		h.Materialized = append(h.Materialized, p.keyedHandle(1))
+	}
+	n = d.Count("state change log handle", maxCount, 1)
+	for i := 0; i < n && d.Err() == nil; i++ {
+		at := d.Offset()
+		kh := p.keyedHandle(1)
+		switch c := kh.(type) {
+		case nil:
+			h.NonMaterialized = append(h.NonMaterialized, nil)
+		case *StateChangelogHandle:
+			h.NonMaterialized = append(h.NonMaterialized, c)
+		default:
+			p.failAt(at, "keyed handle tag %d among the state change logs of a changelog handle", kh.HandleTag())
+		}
+	}
+	h.MaterializationID = d.I64()
+	if tag == TagChangelogV2 {
+		h.CheckpointID = d.I64()
+	}
+	h.StateHandleID = p.utf()
+	return h
+}
+
+func (p *parser) stateChangelogHandle(tag byte) *StateChangelogHandle {
+	d := p.d
+	h := &StateChangelogHandle{Tag: tag}
+	h.StartKeyGroup, h.NumKeyGroups = p.keyedGroupRange()
+	if tag == TagChangelogByteIncrement {
+		h.From = d.I64()
+		h.To = d.I64()
+		n := d.Count("state change", maxCount, 8)
+		for i := 0; i < n && d.Err() == nil; i++ {
+			var c StateChange
+			c.KeyGroup = d.I32()
+			c.Data = d.Bytes(d.Count("state change bytes", d.Len(), 1))
+			h.Changes = append(h.Changes, c)
+		}
+	} else {
+		n := d.Count("state change stream", maxCount, 9)
+		for i := 0; i < n && d.Err() == nil; i++ {
+			var s ChangelogStream
+			s.Offset = d.I64()
+			s.Handle = p.streamHandle()
+			h.Streams = append(h.Streams, s)
+		}
+		h.Size = d.I64()
+		h.CheckpointedSize = d.I64()
+	}
+	h.StateHandleID = p.utf()
+	if tag == TagChangelogFileIncrementV2 {
+		h.StorageID = p.utf()
+	}
+	return h
 }
 
 func (p *parser) namedStreams(what string) []NamedStream {

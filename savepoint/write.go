@@ -9,9 +9,12 @@ import (
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
-// EncodeMetadata serializes md in md.Version's layout. For V4+ the kept
-// Trailer is appended verbatim; a V4+ model without trailer is an error
-// (write V3 instead, which every Flink 1.15+ reads).
+// EncodeMetadata serializes md in md.Version's layout (see ParseMetadata).
+// For V4+ the kept Trailer is appended verbatim; a V4+ model without
+// trailer is an error (write V3 instead, which every Flink 1.15+ reads).
+// V2 writes the kept unused fields (OperatorState.LegacyChainLength,
+// SubtaskState.LegacyDuration) as they are and refuses what V2 cannot
+// hold: coordinator and channel state, finished subtasks.
 func EncodeMetadata(md *Metadata) ([]byte, error) {
 	if md.Version < MinMetadataVersion || md.Version > MaxMetadataVersion {
 		return nil, fmt.Errorf("savepoint: cannot write metadata version %d", md.Version)
@@ -19,8 +22,8 @@ func EncodeMetadata(md *Metadata) ([]byte, error) {
 	if md.Version >= 4 && len(md.Trailer) == 0 {
 		return nil, fmt.Errorf("savepoint: metadata version %d needs the CheckpointProperties trailer; write version 3 instead", md.Version)
 	}
-	if md.Version == 3 && len(md.Trailer) != 0 {
-		return nil, fmt.Errorf("savepoint: metadata version 3 has no trailer")
+	if md.Version <= 3 && len(md.Trailer) != 0 {
+		return nil, fmt.Errorf("savepoint: metadata version %d has no trailer", md.Version)
 	}
 	w := &writer{v: md.Version}
 	e := &w.e
@@ -78,10 +81,17 @@ func (w *writer) operator(op *OperatorState) {
 	e.PutBytes(op.ID[:])
 	e.PutI32(op.Parallelism)
 	e.PutI32(op.MaxParallelism)
-	if op.Coordinator != nil && op.Coordinator.Tag != TagByteStream {
-		w.fail("operator %s: coordinator state must be inline", op.ID)
+	if w.v == 2 {
+		e.PutI32(op.LegacyChainLength)
+		if op.Coordinator != nil || op.FullyFinished {
+			w.fail("operator %s: coordinator state and finished operators need metadata version 3+", op.ID)
+		}
+	} else {
+		if op.Coordinator != nil && op.Coordinator.Tag != TagByteStream {
+			w.fail("operator %s: coordinator state must be inline", op.ID)
+		}
+		w.stream(op.Coordinator)
 	}
-	w.stream(op.Coordinator)
 	if op.FullyFinished {
 		if len(op.Subtasks) > 0 || op.Coordinator != nil {
 			w.fail("operator %s: fully finished operator cannot carry state", op.ID)
@@ -92,6 +102,9 @@ func (w *writer) operator(op *OperatorState) {
 	e.PutI32(int32(len(op.Subtasks)))
 	for _, st := range op.Subtasks {
 		if st.Finished {
+			if w.v == 2 {
+				w.fail("operator %s: finished subtask %d needs metadata version 3+", op.ID, st.Index)
+			}
 			e.PutI32(int32(-st.Index - 1))
 			continue
 		}
@@ -102,6 +115,10 @@ func (w *writer) operator(op *OperatorState) {
 
 func (w *writer) subtask(st *SubtaskState) {
 	e := &w.e
+	if w.v == 2 {
+		e.PutI64(st.LegacyDuration)
+		e.PutI32(0) // legacy task states
+	}
 	for _, oh := range []*OperatorHandle{st.ManagedOperator, st.RawOperator} {
 		if oh == nil {
 			e.PutI32(0)
@@ -110,9 +127,15 @@ func (w *writer) subtask(st *SubtaskState) {
 		e.PutI32(1)
 		w.operatorHandle(oh)
 	}
-	w.keyed(st.ManagedKeyed)
-	w.keyed(st.RawKeyed)
+	w.keyed(st.ManagedKeyed, 0)
+	w.keyed(st.RawKeyed, 0)
+	if w.v == 2 && len(st.InputChannels)+len(st.OutputChannels) > 0 {
+		w.fail("channel state handles need metadata version 3+")
+	}
 	for _, hs := range [][]*ChannelHandle{st.InputChannels, st.OutputChannels} {
+		if w.v == 2 {
+			break // V2 has no channel state collections
+		}
 		e.PutI32(int32(len(hs)))
 		if len(hs) > 0 && w.v >= 6 {
 			w.fail("channel state handles cannot be written in metadata version %d", w.v)
@@ -151,11 +174,77 @@ func (w *writer) keyGroupsBody(h *KeyGroupsHandle) {
 	w.stream(h.Delegate)
 }
 
-func (w *writer) keyed(kh KeyedHandle) {
+func (w *writer) keyed(kh KeyedHandle, depth int) {
 	e := &w.e
 	switch h := kh.(type) {
 	case nil:
 		e.PutU8(TagNull)
+	case *ChangelogHandle:
+		if h == nil {
+			e.PutU8(TagNull)
+			return
+		}
+		if h.Tag != TagChangelog && h.Tag != TagChangelogV2 {
+			w.fail("bad changelog handle tag %d", h.Tag)
+		}
+		if depth > 0 {
+			w.fail("changelog handle nested inside a changelog handle")
+			return
+		}
+		e.PutU8(h.Tag)
+		e.PutI32(h.StartKeyGroup)
+		e.PutI32(h.NumKeyGroups)
+		e.PutI64(h.CheckpointedSize)
+		e.PutI32(int32(len(h.Materialized)))
+		for _, m := range h.Materialized {
+			w.keyed(m, depth+1)
+		}
+		e.PutI32(int32(len(h.NonMaterialized)))
+		for _, c := range h.NonMaterialized {
+			if c == nil {
+				e.PutU8(TagNull)
+				continue
+			}
+			w.keyed(c, depth+1)
+		}
+		e.PutI64(h.MaterializationID)
+		if h.Tag == TagChangelogV2 {
+			e.PutI64(h.CheckpointID)
+		}
+		w.utf(e, h.StateHandleID)
+	case *StateChangelogHandle:
+		if h == nil {
+			e.PutU8(TagNull)
+			return
+		}
+		e.PutU8(h.Tag)
+		e.PutI32(h.StartKeyGroup)
+		e.PutI32(h.NumKeyGroups)
+		switch h.Tag {
+		case TagChangelogByteIncrement:
+			e.PutI64(h.From)
+			e.PutI64(h.To)
+			e.PutI32(int32(len(h.Changes)))
+			for _, c := range h.Changes {
+				e.PutI32(c.KeyGroup)
+				e.PutI32(int32(len(c.Data)))
+				e.PutBytes(c.Data)
+			}
+		case TagChangelogFileIncrement, TagChangelogFileIncrementV2:
+			e.PutI32(int32(len(h.Streams)))
+			for _, s := range h.Streams {
+				e.PutI64(s.Offset)
+				w.stream(s.Handle)
+			}
+			e.PutI64(h.Size)
+			e.PutI64(h.CheckpointedSize)
+		default:
+			w.fail("bad state change log handle tag %d", h.Tag)
+		}
+		w.utf(e, h.StateHandleID)
+		if h.Tag == TagChangelogFileIncrementV2 {
+			w.utf(e, h.StorageID)
+		}
 	case *KeyGroupsHandle:
 		if h == nil {
 			e.PutU8(TagNull)
