@@ -151,7 +151,7 @@ func (c *checker) run() error {
 	if c.o.Progress != nil {
 		var total int64
 		for _, op := range md.Operators {
-			for _, st := range op.Subtasks {
+			for _, st := range ReadableSubtasks(op) {
 				if h, ok := st.ManagedKeyed.(*KeyGroupsHandle); ok {
 					for _, off := range h.Offsets {
 						if off != 0 {
@@ -378,6 +378,8 @@ func (c *checker) checkOperatorHandle(op *OperatorState, st *SubtaskState, oh *O
 func (c *checker) checkKeyed(op *OperatorState, st *SubtaskState, kh KeyedHandle, raw bool) error {
 	opID := op.ID.String()
 	switch h := kh.(type) {
+	case *ChangelogHandle:
+		return c.checkChangelog(op, st, h, raw)
 	case *IncrementalHandle:
 		c.stat(func(s *CheckStats) { s.NativeHandles++ })
 		for _, s := range []*StreamHandle{h.Meta} {
@@ -662,7 +664,7 @@ func streamID(h *StreamHandle) string {
 func keyedBlockStarts(md *Metadata) map[string][]int64 {
 	out := map[string][]int64{}
 	for _, op := range md.Operators {
-		for _, st := range op.Subtasks {
+		for _, st := range ReadableSubtasks(op) {
 			h, ok := st.ManagedKeyed.(*KeyGroupsHandle)
 			if !ok || h.Delegate == nil {
 				continue

@@ -49,7 +49,7 @@ func (sp *Savepoint) ScanColumns(ctx context.Context, o ScanOptions, fn func(*Co
 	}
 	var total int64
 	for _, op := range ops {
-		for _, st := range op.Subtasks {
+		for _, st := range ReadableSubtasks(op) {
 			if h, ok := st.ManagedKeyed.(*KeyGroupsHandle); ok {
 				for i, off := range h.Offsets {
 					if off != 0 && o.keyGroupSelected(int(h.StartKeyGroup)+i) {
@@ -64,7 +64,7 @@ func (sp *Savepoint) ScanColumns(ctx context.Context, o ScanOptions, fn func(*Co
 	}
 	var br keyed.BlockReader
 	for _, op := range ops {
-		for _, st := range op.Subtasks {
+		for _, st := range ReadableSubtasks(op) {
 			if st.ManagedKeyed == nil {
 				continue
 			}

@@ -196,7 +196,7 @@ func (sp *Savepoint) walkKeyed(ctx context.Context, o ScanOptions, onHeader func
 	var tasks []task
 	var total int64
 	for _, op := range ops {
-		for _, st := range op.Subtasks {
+		for _, st := range ReadableSubtasks(op) {
 			if st.ManagedKeyed == nil {
 				continue
 			}

@@ -12,6 +12,9 @@ const (
 	LayoutNativeHeap    = "native-heap"    // tag 12/3 from the hashmap backend
 	LayoutNativeRocksDB = "native-rocksdb" // tag 5/11 (SST files)
 	LayoutMixed         = "mixed"
+	// LayoutChangelog: changelog handles (tags 8/14) without materialized
+	// state; all keyed state is in the state-change log.
+	LayoutChangelog = "changelog"
 )
 
 // Summary describes a savepoint for `inspect`.
@@ -58,6 +61,7 @@ type OperatorSummary struct {
 	KeyedBytes        int64                   `json:"keyedBytes"`
 	OperatorBytes     int64                   `json:"operatorStateBytes"`
 	NativeFiles       []FileSummary           `json:"nativeFiles,omitempty"`
+	Changelog         *ChangelogSummary       `json:"changelog,omitempty"`
 	OperatorStates    []*OperatorStateSummary `json:"operatorStates,omitempty"`
 	KeyedStates       []*StateSummary         `json:"keyedStates,omitempty"`
 	KeyGroups         *KeyGroupDist           `json:"keyGroups,omitempty"`
@@ -70,6 +74,36 @@ type FileSummary struct {
 	Name    string `json:"name"`
 	Bytes   int64  `json:"bytes"`
 	Shared  bool   `json:"shared,omitempty"`
+}
+
+// ChangelogSummary describes an operator's changelog handles (tags 8/14):
+// the materialized keyed handles (counted in KeyedTags, NativeFiles and the
+// layout like plain handles) and the state-change logs written since.
+type ChangelogSummary struct {
+	// Handles is the number of changelog handles (one per subtask).
+	Handles int `json:"handles"`
+	// MaterializedHandles counts the materialized keyed handles.
+	MaterializedHandles int `json:"materializedHandles"`
+	// MaterializationIDs lists the distinct materialization ids, ascending
+	// (0 = nothing materialized yet).
+	MaterializationIDs []int64 `json:"materializationIds"`
+	// ChangeLogs counts the non-materialized handles; InlineChanges and
+	// InlineBytes the changes held in the metadata (tag 9).
+	ChangeLogs    int   `json:"changeLogs"`
+	InlineChanges int   `json:"inlineChanges"`
+	InlineBytes   int64 `json:"inlineBytes"`
+	// Files lists the change-log streams of file handles (tags 10/13),
+	// one row per (subtask, stream); FileBytes sums their recorded sizes.
+	Files     []FileSummary `json:"files,omitempty"`
+	FileBytes int64         `json:"fileBytes"`
+	// CheckpointedBytes sums the handles' checkpointed sizes.
+	CheckpointedBytes int64 `json:"checkpointedBytes"`
+}
+
+// String is a one-line description for notes.
+func (c *ChangelogSummary) String() string {
+	return fmt.Sprintf("changelog state backend: %d handles, %d materialized handles (materialization ids %v), %d state-change logs: %d inline changes (%d B), %d change-log files (%d B)",
+		c.Handles, c.MaterializedHandles, c.MaterializationIDs, c.ChangeLogs, c.InlineChanges, c.InlineBytes, len(c.Files), c.FileBytes)
 }
 
 // OperatorStateSummary is one named operator (non-keyed) state.
@@ -284,10 +318,19 @@ func Summarize(sp *Savepoint) *Summary {
 					}
 				}
 			}
+			var keyedHandles []KeyedHandle
 			for _, kh := range []KeyedHandle{st.ManagedKeyed, st.RawKeyed} {
-				if kh == nil {
-					continue
+				if c, ok := kh.(*ChangelogHandle); ok {
+					tags[int(c.Tag)] = true
+					has = true
+					if os.Changelog == nil {
+						os.Changelog = &ChangelogSummary{}
+					}
+					summarizeChangelog(os.Changelog, st.Index, c, func(h *StreamHandle) { add(h, true) })
 				}
+				keyedHandles = append(keyedHandles, MaterializedKeyed(kh)...)
+			}
+			for _, kh := range keyedHandles {
 				has = true
 				tags[int(kh.HandleTag())] = true
 				switch h := kh.(type) {
@@ -325,10 +368,56 @@ func Summarize(sp *Savepoint) *Summary {
 		case LayoutMixed:
 			os.Note = "keyed handles mix canonical and native layouts"
 		}
+		if os.Changelog != nil {
+			if os.Note != "" {
+				os.Note += "; "
+			}
+			os.Note += os.Changelog.String()
+		}
 		s.Operators = append(s.Operators, os)
 	}
 	inferFormat(sp, s, false)
 	return s
+}
+
+// summarizeChangelog adds changelog handle h of subtask st to c; add counts
+// the bytes of each change-log stream and inline change.
+func summarizeChangelog(c *ChangelogSummary, st int, h *ChangelogHandle, add func(*StreamHandle)) {
+	c.Handles++
+	c.CheckpointedBytes += h.CheckpointedSize
+	for _, m := range h.Materialized {
+		if m != nil {
+			c.MaterializedHandles++
+		}
+	}
+	i := sort.Search(len(c.MaterializationIDs), func(i int) bool { return c.MaterializationIDs[i] >= h.MaterializationID })
+	if i == len(c.MaterializationIDs) || c.MaterializationIDs[i] != h.MaterializationID {
+		c.MaterializationIDs = append(c.MaterializationIDs, 0)
+		copy(c.MaterializationIDs[i+1:], c.MaterializationIDs[i:])
+		c.MaterializationIDs[i] = h.MaterializationID
+	}
+	for _, l := range h.NonMaterialized {
+		if l == nil {
+			continue
+		}
+		c.ChangeLogs++
+		if l.Tag == TagChangelogByteIncrement {
+			c.InlineChanges += len(l.Changes)
+			c.InlineBytes += l.Len()
+			for _, ch := range l.Changes {
+				add(&StreamHandle{Tag: TagByteStream, Data: ch.Data})
+			}
+			continue
+		}
+		for _, s := range l.Streams {
+			if s.Handle == nil {
+				continue
+			}
+			add(s.Handle)
+			c.Files = append(c.Files, FileSummary{Subtask: st, Name: s.Handle.Describe(), Bytes: s.Handle.Len()})
+			c.FileBytes += s.Handle.Len()
+		}
+	}
 }
 
 // inferFormat fills an unknown format type from the keyed handles (see
@@ -391,6 +480,13 @@ func keyedLayout(tags []int, format string) string {
 			}
 		case TagIncrementalKeyGroups, TagIncrementalKeyGroupsV2:
 			layouts[LayoutNativeRocksDB] = true
+		}
+	}
+	if len(layouts) == 0 {
+		for _, t := range tags {
+			if t == TagChangelog || t == TagChangelogV2 {
+				return LayoutChangelog
+			}
 		}
 	}
 	if len(layouts) > 1 {
