@@ -27,11 +27,11 @@ type heapTwin struct {
 
 // Heap twin states: ids in the header.
 const (
-	twinValue = iota // VALUE<Long>, String namespace (ambiguous keys)
-	twinList         // LIST<TTL<Long>>, VoidNamespace
-	twinMap          // MAP<String, Long> with null values, VoidNamespace
-	twinTTL          // VALUE<TTL<String>>, TimeWindow namespace
-	twinTimers       // timers of (String key, VoidNamespace)
+	twinValue  = iota // VALUE<Long>, String namespace (ambiguous keys)
+	twinList          // LIST<TTL<Long>>, VoidNamespace
+	twinMap           // MAP<String, Long> with null values, VoidNamespace
+	twinTTL           // VALUE<TTL<String>>, TimeWindow namespace
+	twinTimers        // timers of (String key, VoidNamespace)
 	twinStates
 )
 
