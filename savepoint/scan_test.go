@@ -162,31 +162,54 @@ func TestWalkKeyedFilters(t *testing.T) {
 	}
 }
 
-func TestNativeFixturesRefuseEntries(t *testing.T) {
+// TestNativeFixtures: the RocksDB native snapshot refuses entries (only
+// its files are listed); the hashmap backend's native savepoint, in the
+// heap key-group layout, decodes, and its summary counts its entries.
+func TestNativeFixtures(t *testing.T) {
 	for _, name := range []string{"flink1.20-hashmap-NATIVE-for-contrast", "flink1.20-rocksdb-NATIVE-incremental-for-contrast"} {
 		sp := openFixture(t, name)
-		err := sp.WalkKeyed(context.Background(), ScanOptions{KeyGroupTo: -1}, func(*KeyedEntry) error { return nil })
-		if !errors.Is(err, ErrNativeLayout) {
+		heap := strings.Contains(name, "hashmap")
+		n := 0
+		err := sp.WalkKeyed(context.Background(), ScanOptions{KeyGroupTo: -1}, func(*KeyedEntry) error { n++; return nil })
+		if heap && (err != nil || n != 32) {
+			t.Fatalf("%s: %d entries, %v; want 32", name, n, err)
+		}
+		if !heap && !errors.Is(err, ErrNativeLayout) {
 			t.Fatalf("%s: %v, want ErrNativeLayout", name, err)
 		}
 		sum := Summarize(sp)
 		if err := ScanSummary(context.Background(), sp, sum, ScanOptions{KeyGroupTo: -1}); err != nil {
 			t.Fatalf("%s: summary: %v", name, err)
 		}
-		natives := 0
+		natives, entries := 0, int64(0)
 		for _, op := range sum.Operators {
-			if op.KeyedLayout == LayoutNativeHeap || op.KeyedLayout == LayoutNativeRocksDB {
+			for _, s := range op.KeyedStates {
+				entries += s.Entries
+			}
+			switch op.KeyedLayout {
+			case LayoutNativeHeap:
+				natives++
+				if op.Note != "" {
+					t.Errorf("%s: operator %s: note %q on decoded state", name, op.ID, op.Note)
+				}
+				if op.KeyGroups.NonEmpty == 0 {
+					t.Errorf("%s: operator %s: no key-group distribution", name, op.ID)
+				}
+			case LayoutNativeRocksDB:
 				natives++
 				if op.Note == "" {
 					t.Errorf("%s: operator %s has no note", name, op.ID)
 				}
-			}
-			if strings.Contains(name, "rocksdb") && op.KeyedLayout == LayoutNativeRocksDB && len(op.NativeFiles) == 0 {
-				t.Errorf("%s: no native files listed", name)
+				if len(op.NativeFiles) == 0 {
+					t.Errorf("%s: no native files listed", name)
+				}
 			}
 		}
 		if natives != 4 {
 			t.Fatalf("%s: %d native operators, want 4", name, natives)
+		}
+		if heap && entries != 32 {
+			t.Fatalf("%s: summary counts %d entries, want 32", name, entries)
 		}
 	}
 }
@@ -197,9 +220,13 @@ func TestNativeFixturesRefuseEntries(t *testing.T) {
 func TestProbeDetectsHeapLayout(t *testing.T) {
 	sp := openFixture(t, "flink1.20-hashmap-NATIVE-for-contrast")
 	sp.Props = nil
-	err := sp.WalkKeyed(context.Background(), ScanOptions{KeyGroupTo: -1}, func(*KeyedEntry) error { return nil })
-	if !errors.Is(err, ErrNativeLayout) {
-		t.Fatalf("probe missed the heap layout: %v", err)
+	layouts := map[string]int{}
+	n := 0
+	err := sp.walkKeyed(context.Background(), ScanOptions{KeyGroupTo: -1}, func(_ *OperatorState, _ int, _ *keyedFile, layout string) {
+		layouts[layout]++
+	}, func(*KeyedEntry) error { n++; return nil })
+	if err != nil || n != 32 || layouts[LayoutNativeHeap] == 0 || layouts[LayoutCanonical] != 0 {
+		t.Fatalf("probe: %d entries, layouts %v, %v", n, layouts, err)
 	}
 }
 
