@@ -33,7 +33,8 @@ func entryID(op, state string, key, value []byte) string {
 }
 
 // readHandle calls fn for every entry of a key-groups handle (only the key
-// groups its offsets name), in raw mode.
+// groups its offsets name), in raw mode (canonical entries whatever the
+// layout).
 func readHandle(ctx context.Context, sp *savepoint.Savepoint, h *savepoint.KeyGroupsHandle, maxP int, fn func(kg int, state string, key, value []byte) error) error {
 	obj, err := sp.OpenStream(ctx, h.Delegate, 0)
 	if err != nil {
@@ -43,13 +44,17 @@ func readHandle(ctx context.Context, sp *savepoint.Savepoint, h *savepoint.KeyGr
 	if err != nil {
 		return err
 	}
+	layout, err := sp.KeyedLayout(ctx, h, maxP)
+	if err != nil {
+		return err
+	}
 	s, e := h.KeyGroupRange()
 	for kg := s; kg <= e; kg++ {
 		off := h.Offset(kg)
 		if off == 0 {
 			continue
 		}
-		err := keyed.ReadKeyGroupWith(obj, obj.Size(), obj.Loc.Name, hdr, kg, off, keyed.ReadOptions{MaxParallelism: maxP, Mode: keyed.ModeRaw},
+		err := keyed.ReadKeyGroupWith(obj, obj.Size(), obj.Loc.Name, hdr, kg, off, keyed.ReadOptions{MaxParallelism: maxP, Mode: keyed.ModeRaw, Heap: layout == savepoint.LayoutNativeHeap},
 			func(en *keyed.Entry) error {
 				if en.KeyGroup != kg {
 					return fmt.Errorf("entry of key group %d in block of %d", en.KeyGroup, kg)

@@ -40,6 +40,8 @@ type srcStream struct {
 	h   *savepoint.KeyGroupsHandle
 	obj *savepoint.Object
 	hdr *keyed.Header
+	// heap: the stream is in the heap backend's key-group layout.
+	heap bool
 }
 
 type rwEntry struct {
@@ -150,9 +152,6 @@ func (w *rewriter) operator(op *savepoint.OperatorState) (*savepoint.OperatorSta
 	if err != nil {
 		return nil, stats, err
 	}
-	if w.req.Src.FormatType() == savepoint.FormatNative {
-		return nil, stats, fmt.Errorf("%w: operator %s: %s is a NATIVE savepoint; its keyed files are in a backend's own layout and cannot be rewritten (rescale it without --merge-files/--max-parallelism)", ErrUnsupported, op.ID, w.req.Src.Name())
-	}
 	hasOpState := false
 	for _, st := range op.Subtasks {
 		if st.Finished || st.RawKeyed != nil || len(st.InputChannels) > 0 || len(st.OutputChannels) > 0 {
@@ -185,7 +184,13 @@ func (w *rewriter) operator(op *savepoint.OperatorState) (*savepoint.OperatorSta
 		if err != nil {
 			return nil, stats, err
 		}
-		ss = append(ss, &srcStream{h: h.h, obj: obj, hdr: hdr})
+		layout, err := w.req.Src.KeyedLayout(ctx, h.h, oldMaxP)
+		if err != nil {
+			return nil, stats, err
+		}
+		// Heap-layout files (hashmap checkpoints and NATIVE savepoints)
+		// read as canonical entries; the output is canonical.
+		ss = append(ss, &srcStream{h: h.h, obj: obj, hdr: hdr, heap: layout == savepoint.LayoutNativeHeap})
 	}
 	out := *op
 	out.Parallelism = int32(k)
@@ -218,7 +223,7 @@ func (w *rewriter) operator(op *savepoint.OperatorState) (*savepoint.OperatorSta
 			if off == 0 {
 				continue
 			}
-			err := keyed.ReadKeyGroupWith(s.obj, s.obj.Size(), s.obj.Loc.Name, s.hdr, kg, off, keyed.ReadOptions{MaxParallelism: oldMaxP, Mode: mode}, func(e *keyed.Entry) error {
+			err := keyed.ReadKeyGroupWith(s.obj, s.obj.Size(), s.obj.Loc.Name, s.hdr, kg, off, keyed.ReadOptions{MaxParallelism: oldMaxP, Mode: mode, Heap: s.heap}, func(e *keyed.Entry) error {
 				nkg := kg
 				if rekey {
 					h, err := keyHash(rowKey, e)
@@ -241,9 +246,6 @@ func (w *rewriter) operator(op *savepoint.OperatorState) (*savepoint.OperatorSta
 				return nil
 			})
 			if err != nil {
-				if s.h.Tag == savepoint.TagKeyGroupsV2 {
-					err = fmt.Errorf("%w (tag-12 checkpoint handles of the heap backend use a native layout that cannot be rewritten)", err)
-				}
 				return nil, stats, err
 			}
 		}

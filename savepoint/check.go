@@ -451,7 +451,7 @@ func (c *checker) checkKeyedData(op *OperatorState, st *SubtaskState, h *KeyGrou
 	}
 	layout := c.sp.handleLayout(h)
 	f := &keyedFile{obj: obj, header: hdr, hdrLen: hdrLen, name: loc.Name}
-	layout = fileLayout(layout, f, h)
+	layout = fileLayout(layout, f, h, int(op.MaxParallelism))
 	for i, off := range h.Offsets {
 		if off != 0 && off < hdrLen {
 			if err := c.add(Problem{Kind: ProblemOffset, File: loc.Name, Offset: off, Operator: opID, Subtask: st.Index, KeyGroup: int(h.StartKeyGroup) + i,
@@ -461,17 +461,12 @@ func (c *checker) checkKeyedData(op *OperatorState, st *SubtaskState, h *KeyGrou
 			offsetsOK = false
 		}
 	}
-	if layout != LayoutCanonical {
-		// The header was readable; the heap-native blocks are not verified.
-		c.stat(func(s *CheckStats) { s.NativeHandles++ })
-		return nil
-	}
 	if !offsetsOK {
 		return nil
 	}
 	hasher := newKeyHasher(hdr.KeySerializer)
 	var br keyed.BlockReader
-	ropts := keyed.ReadOptions{MaxParallelism: int(op.MaxParallelism), Mode: keyed.ModeDecode}
+	ropts := keyed.ReadOptions{MaxParallelism: int(op.MaxParallelism), Mode: keyed.ModeDecode, Heap: layout == LayoutNativeHeap}
 	if hasher.raw {
 		// Keys hash on their bytes: validate every key, namespace and
 		// value without building values.

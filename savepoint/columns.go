@@ -93,13 +93,7 @@ func (sp *Savepoint) scanColumnsSubtask(ctx context.Context, o ScanOptions, op *
 	if err != nil {
 		return err
 	}
-	layout = fileLayout(layout, f, h)
-	if layout != LayoutCanonical {
-		if o.SkipNative {
-			return nil
-		}
-		return fmt.Errorf("%w: %s: operator %s subtask %d: handle tag %d of a %s savepoint uses the heap backend's native layout", ErrNativeLayout, f.name, op.ID, st.Index, h.Tag, sp.FormatType())
-	}
+	layout = fileLayout(layout, f, h, int(op.MaxParallelism))
 	if o.State != "" && f.header.State(o.State) == nil {
 		return nil
 	}
@@ -132,6 +126,25 @@ func (sp *Savepoint) scanColumnsSubtask(ctx context.Context, o ScanOptions, op *
 		}
 		ke.Entry = e
 		return fallback(ke)
+	}
+	if layout == LayoutNativeHeap {
+		// The heap layout has no column decoder: every entry goes through
+		// the generic one to fallback.
+		ends := blockEnds(h)
+		ropts := keyed.ReadOptions{MaxParallelism: int(op.MaxParallelism), Mode: keyed.ModeDecode, ReuseValues: true, Heap: true}
+		for i, kg := range kgs {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			ropts.ExpectedEnd = ends.after(offs[i])
+			if err := br.Read(f.obj, f.obj.Size(), f.name, f.header, kg, offs[i], ropts, onEntry); err != nil {
+				return err
+			}
+			if o.Progress != nil {
+				o.Progress.Add(1)
+			}
+		}
+		return nil
 	}
 	if o.Workers > 1 && len(kgs) > 1 {
 		var fb func(*keyed.Entry) error

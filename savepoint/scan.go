@@ -151,23 +151,57 @@ func (sp *Savepoint) openKeyed(ctx context.Context, h *KeyGroupsHandle, readAhea
 	return &keyedFile{obj: obj, header: hdr, hdrLen: n, name: name}, nil
 }
 
-// probeNativeHeap reports whether the first non-empty key group of h looks
-// like the heap backend's native layout: i32 key-group id, u16 state id,
-// i32 count (the canonical layout starts with u16 state id, i32 key length).
-func probeNativeHeap(f *keyedFile, h *KeyGroupsHandle) bool {
+// probeNativeHeap reports whether the first non-empty key group of h is in
+// the heap backend's own layout rather than the canonical one (both use
+// handle tag 12 in checkpoints). A heap key group starts with its i32
+// key-group id; when it does, the block is parsed both ways (each check
+// fails fast on the other layout) and the layout that reads it whole wins.
+// When neither does, the id decides (the read then reports the damage).
+func probeNativeHeap(f *keyedFile, h *KeyGroupsHandle, maxParallelism int) bool {
+	ends := blockEnds(h)
 	for i, off := range h.Offsets {
 		if off == 0 {
 			continue
 		}
-		var b [10]byte
+		var b [4]byte
 		if _, err := f.obj.ReadAt(b[:], off); err != nil && err != io.EOF {
 			return false
 		}
-		kg := int32(b[0])<<24 | int32(b[1])<<16 | int32(b[2])<<8 | int32(b[3])
-		sid := int(b[4])<<8 | int(b[5])
-		return int(kg) == int(h.StartKeyGroup)+i && sid < len(f.header.States)
+		kg := int(h.StartKeyGroup) + i
+		if int(int32(binary.BigEndian.Uint32(b[:]))) != kg {
+			return false
+		}
+		end := ends.after(off)
+		if end == 0 || end > f.obj.Size() {
+			end = f.obj.Size()
+		}
+		parses := func(heap bool) bool {
+			var br keyed.BlockReader
+			o := keyed.ReadOptions{MaxParallelism: maxParallelism, Mode: keyed.ModeValidate, End: end, Heap: heap}
+			return br.Read(f.obj, f.obj.Size(), f.name, f.header, kg, off, o, func(*keyed.Entry) error { return nil }) == nil
+		}
+		if parses(true) {
+			return true
+		}
+		return !parses(false)
 	}
 	return false
+}
+
+// KeyedLayout tells how the data of key-groups handle h (of an operator
+// with the given max parallelism) is laid out: LayoutCanonical or LayoutNativeHeap (read with
+// keyed.ReadOptions.Heap). The handle tag and the savepoint's format decide
+// where they can; otherwise (tag 12/3 of a checkpoint or of a V3 file) the
+// first key group is probed (see probeNativeHeap).
+func (sp *Savepoint) KeyedLayout(ctx context.Context, h *KeyGroupsHandle, maxParallelism int) (string, error) {
+	if l := sp.handleLayout(h); l != "" {
+		return l, nil
+	}
+	f, err := sp.openKeyed(ctx, h, 0)
+	if err != nil {
+		return "", err
+	}
+	return fileLayout("", f, h, maxParallelism), nil
 }
 
 // WalkKeyed decodes the keyed entries selected by o and calls fn for each,
@@ -269,23 +303,17 @@ func (sp *Savepoint) walkSubtask(ctx context.Context, o ScanOptions, op *Operato
 	if err != nil {
 		return err
 	}
-	layout = fileLayout(layout, f, h)
+	layout = fileLayout(layout, f, h, int(op.MaxParallelism))
 	if onHeader != nil {
 		lock()
 		onHeader(op, st.Index, f, layout)
 		unlock()
 	}
-	if layout != LayoutCanonical {
-		if o.SkipNative {
-			return nil
-		}
-		return fmt.Errorf("%w: %s: operator %s subtask %d: handle tag %d of a %s savepoint uses the heap backend's native layout", ErrNativeLayout, f.name, op.ID, st.Index, h.Tag, sp.FormatType())
-	}
 	if o.State != "" && f.header.State(o.State) == nil {
 		return nil
 	}
 	ke := &KeyedEntry{Operator: op, Subtask: st.Index, File: f.name, Header: f.header}
-	ropts := keyed.ReadOptions{MaxParallelism: int(op.MaxParallelism), Mode: o.Mode, ReuseValues: o.ReuseValues}
+	ropts := keyed.ReadOptions{MaxParallelism: int(op.MaxParallelism), Mode: o.Mode, ReuseValues: o.ReuseValues, Heap: layout == LayoutNativeHeap}
 	if o.Workers > 1 {
 		var kgs []int
 		var offs []int64
@@ -459,23 +487,23 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 					columnar = false
 				}
 			}
+		} else {
+			// Heap-layout files decode entry by entry only.
+			columnar = false
 		}
 		if states[os] == nil {
 			states[os] = map[string]*stateAcc{}
 			opKG[os] = map[int]int64{}
 		}
-		if layout == LayoutCanonical {
-			if h, ok := op.Subtask(subtask).ManagedKeyed.(*KeyGroupsHandle); ok {
-				opKGTotal[os] += len(h.Offsets)
-			}
-			if os.KeyedLayout == LayoutNativeHeap {
-				// Metadata alone could not tell (tag 12 without a savepoint
-				// format); the block probe found the canonical layout.
-				os.KeyedLayout, os.Note = LayoutCanonical, ""
-			}
-		} else if layout == LayoutNativeHeap && os.KeyedLayout != LayoutNativeHeap {
+		if h, ok := op.Subtask(subtask).ManagedKeyed.(*KeyGroupsHandle); ok {
+			opKGTotal[os] += len(h.Offsets)
+		}
+		if layout == LayoutCanonical && os.KeyedLayout == LayoutNativeHeap {
+			// Metadata alone could not tell (tag 12 without a savepoint
+			// format); the block probe found the canonical layout.
+			os.KeyedLayout = LayoutCanonical
+		} else if layout == LayoutNativeHeap && os.KeyedLayout == LayoutCanonical {
 			os.KeyedLayout = LayoutNativeHeap
-			os.Note = "keyed state uses the heap backend's native layout: entries are listed by size only and not decoded"
 		}
 		for _, m := range f.header.States {
 			if o.State != "" && m.Name != o.State {
@@ -680,11 +708,11 @@ func stripTTL(t string) string {
 // fileLayout is layout when the handle already told it, else what the
 // keyed file's blocks show: the hashmap backend's native layout or the
 // canonical one.
-func fileLayout(layout string, f *keyedFile, h *KeyGroupsHandle) string {
+func fileLayout(layout string, f *keyedFile, h *KeyGroupsHandle, maxParallelism int) string {
 	if layout != "" {
 		return layout
 	}
-	if probeNativeHeap(f, h) {
+	if probeNativeHeap(f, h, maxParallelism) {
 		return LayoutNativeHeap
 	}
 	return LayoutCanonical

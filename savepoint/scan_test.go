@@ -38,74 +38,81 @@ func canonJSON(t testing.TB, v any) string {
 func TestWalkKeyedAgreesWithExpectedEntries(t *testing.T) {
 	for _, name := range allFixtures(t) {
 		t.Run(name, func(t *testing.T) {
-			f, err := os.Open(fixtures.Path(t, "_expected", name+".entries.jsonl"))
-			if errors.Is(err, os.ErrNotExist) {
+			path := fixtures.Path(t, "_expected", name+".entries.jsonl")
+			if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 				t.Skip("no reference entries")
 			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			var want []string
-			sc := bufio.NewScanner(f)
-			sc.Buffer(make([]byte, 1<<20), 1<<20)
-			for sc.Scan() {
-				m := decodeObj(t, sc.Bytes())
-				if tm, ok := m["timer"]; ok {
-					m = map[string]any{"kg": m["kg"], "state": m["state"], "value": tm, "op": m["op"], "subtask": m["subtask"]}
-				} else {
-					delete(m, "type")
-				}
-				if strings.Contains(sc.Text(), `"raw8"`) {
-					// The reference left these nested values undecoded
-					// (fixed-length slots printed raw); compare the rest.
-					m["value"] = "reference-undecoded"
-				}
-				want = append(want, canonJSON(t, m))
-			}
-			sp := openFixture(t, name)
-			var got []string
-			err = sp.WalkKeyed(context.Background(), ScanOptions{KeyGroupTo: -1}, func(e *KeyedEntry) error {
-				m := map[string]any{"kg": e.KeyGroup, "state": e.State.Name, "op": e.Operator.ID.String(), "subtask": e.Subtask, "value": e.Value}
-				if e.State.Type != keyed.PriorityQueue {
-					m["key"], m["ns"] = e.Key, e.Namespace
-					if e.UserKey != nil {
-						m["userKey"] = e.UserKey
-					}
-				}
-				got = append(got, canonJSON(t, m))
-				return nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			// Values the reference did not decode are compared without value.
-			for i, w := range want {
-				if strings.Contains(w, "reference-undecoded") {
-					for j, g := range got {
-						gm := decodeObj(t, []byte(g))
-						gm["value"] = "reference-undecoded"
-						if canonJSON(t, gm) == w {
-							got[j] = w
-							break
-						}
-					}
-					if testing.Verbose() {
-						t.Logf("undecoded %d %s", i, w)
-					}
-				}
-			}
-			sort.Strings(got)
-			sort.Strings(want)
-			if len(got) != len(want) {
-				t.Fatalf("%d entries, reference has %d", len(got), len(want))
-			}
-			for i := range got {
-				if got[i] != want[i] {
-					t.Fatalf("entry %d:\n got  %s\n want %s", i, got[i], want[i])
-				}
-			}
+			compareExpected(t, openFixture(t, name), path, ScanOptions{KeyGroupTo: -1})
 		})
+	}
+}
+
+// compareExpected walks sp with o and compares the multiset of entries with
+// the reference decoding in the entries.jsonl file at path.
+func compareExpected(t *testing.T, sp *Savepoint, path string, o ScanOptions) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var want []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		m := decodeObj(t, sc.Bytes())
+		if tm, ok := m["timer"]; ok {
+			m = map[string]any{"kg": m["kg"], "state": m["state"], "value": tm, "op": m["op"], "subtask": m["subtask"]}
+		} else {
+			delete(m, "type")
+		}
+		if strings.Contains(sc.Text(), `"raw8"`) {
+			// The reference left these nested values undecoded
+			// (fixed-length slots printed raw); compare the rest.
+			m["value"] = "reference-undecoded"
+		}
+		want = append(want, canonJSON(t, m))
+	}
+	var got []string
+	err = sp.WalkKeyed(context.Background(), o, func(e *KeyedEntry) error {
+		m := map[string]any{"kg": e.KeyGroup, "state": e.State.Name, "op": e.Operator.ID.String(), "subtask": e.Subtask, "value": e.Value}
+		if e.State.Type != keyed.PriorityQueue {
+			m["key"], m["ns"] = e.Key, e.Namespace
+			if e.UserKey != nil {
+				m["userKey"] = e.UserKey
+			}
+		}
+		got = append(got, canonJSON(t, m))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Values the reference did not decode are compared without value.
+	for i, w := range want {
+		if strings.Contains(w, "reference-undecoded") {
+			for j, g := range got {
+				gm := decodeObj(t, []byte(g))
+				gm["value"] = "reference-undecoded"
+				if canonJSON(t, gm) == w {
+					got[j] = w
+					break
+				}
+			}
+			if testing.Verbose() {
+				t.Logf("undecoded %d %s", i, w)
+			}
+		}
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if len(got) != len(want) {
+		t.Fatalf("%d entries, reference has %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Fatalf("entry %d:\n got  %s\n want %s", i, got[i], want[i])
+		}
 	}
 }
 
@@ -155,31 +162,54 @@ func TestWalkKeyedFilters(t *testing.T) {
 	}
 }
 
-func TestNativeFixturesRefuseEntries(t *testing.T) {
+// TestNativeFixtures: the RocksDB native snapshot refuses entries (only
+// its files are listed); the hashmap backend's native savepoint, in the
+// heap key-group layout, decodes, and its summary counts its entries.
+func TestNativeFixtures(t *testing.T) {
 	for _, name := range []string{"flink1.20-hashmap-NATIVE-for-contrast", "flink1.20-rocksdb-NATIVE-incremental-for-contrast"} {
 		sp := openFixture(t, name)
-		err := sp.WalkKeyed(context.Background(), ScanOptions{KeyGroupTo: -1}, func(*KeyedEntry) error { return nil })
-		if !errors.Is(err, ErrNativeLayout) {
+		heap := strings.Contains(name, "hashmap")
+		n := 0
+		err := sp.WalkKeyed(context.Background(), ScanOptions{KeyGroupTo: -1}, func(*KeyedEntry) error { n++; return nil })
+		if heap && (err != nil || n != 32) {
+			t.Fatalf("%s: %d entries, %v; want 32", name, n, err)
+		}
+		if !heap && !errors.Is(err, ErrNativeLayout) {
 			t.Fatalf("%s: %v, want ErrNativeLayout", name, err)
 		}
 		sum := Summarize(sp)
 		if err := ScanSummary(context.Background(), sp, sum, ScanOptions{KeyGroupTo: -1}); err != nil {
 			t.Fatalf("%s: summary: %v", name, err)
 		}
-		natives := 0
+		natives, entries := 0, int64(0)
 		for _, op := range sum.Operators {
-			if op.KeyedLayout == LayoutNativeHeap || op.KeyedLayout == LayoutNativeRocksDB {
+			for _, s := range op.KeyedStates {
+				entries += s.Entries
+			}
+			switch op.KeyedLayout {
+			case LayoutNativeHeap:
+				natives++
+				if op.Note != "" {
+					t.Errorf("%s: operator %s: note %q on decoded state", name, op.ID, op.Note)
+				}
+				if op.KeyGroups.NonEmpty == 0 {
+					t.Errorf("%s: operator %s: no key-group distribution", name, op.ID)
+				}
+			case LayoutNativeRocksDB:
 				natives++
 				if op.Note == "" {
 					t.Errorf("%s: operator %s has no note", name, op.ID)
 				}
-			}
-			if strings.Contains(name, "rocksdb") && op.KeyedLayout == LayoutNativeRocksDB && len(op.NativeFiles) == 0 {
-				t.Errorf("%s: no native files listed", name)
+				if len(op.NativeFiles) == 0 {
+					t.Errorf("%s: no native files listed", name)
+				}
 			}
 		}
 		if natives != 4 {
 			t.Fatalf("%s: %d native operators, want 4", name, natives)
+		}
+		if heap && entries != 32 {
+			t.Fatalf("%s: summary counts %d entries, want 32", name, entries)
 		}
 	}
 }
@@ -190,9 +220,13 @@ func TestNativeFixturesRefuseEntries(t *testing.T) {
 func TestProbeDetectsHeapLayout(t *testing.T) {
 	sp := openFixture(t, "flink1.20-hashmap-NATIVE-for-contrast")
 	sp.Props = nil
-	err := sp.WalkKeyed(context.Background(), ScanOptions{KeyGroupTo: -1}, func(*KeyedEntry) error { return nil })
-	if !errors.Is(err, ErrNativeLayout) {
-		t.Fatalf("probe missed the heap layout: %v", err)
+	layouts := map[string]int{}
+	n := 0
+	err := sp.walkKeyed(context.Background(), ScanOptions{KeyGroupTo: -1}, func(_ *OperatorState, _ int, _ *keyedFile, layout string) {
+		layouts[layout]++
+	}, func(*KeyedEntry) error { n++; return nil })
+	if err != nil || n != 32 || layouts[LayoutNativeHeap] == 0 || layouts[LayoutCanonical] != 0 {
+		t.Fatalf("probe: %d entries, layouts %v, %v", n, layouts, err)
 	}
 }
 

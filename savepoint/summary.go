@@ -361,8 +361,6 @@ func Summarize(sp *Savepoint) *Summary {
 		sort.Ints(os.KeyedTags)
 		os.KeyedLayout = keyedLayout(os.KeyedTags, s.FormatType)
 		switch os.KeyedLayout {
-		case LayoutNativeHeap:
-			os.Note = "keyed state uses the heap backend's native layout (handle tag 12, format NATIVE): entries are listed by size only and not decoded"
 		case LayoutNativeRocksDB:
 			os.Note = "keyed state is a RocksDB native snapshot (SST files): entries are not decoded"
 		case LayoutMixed:

@@ -86,6 +86,10 @@ type ReadOptions struct {
 	// fetching read-ahead they do not need — and an uncompressed block that
 	// ends before End is reported as corrupt.
 	End int64
+	// Heap reads the key group in the heap backend's own layout (see
+	// heap.go) instead of the canonical one; entries come out in the
+	// canonical shape.
+	Heap bool
 }
 
 // WindowSource supplies the read windows of ReadOptions.Windows.
@@ -175,6 +179,11 @@ type BlockReader struct {
 	// column batches of ReadColumns, by state id
 	colBatches []*ColumnBatch
 	colHeader  *Header
+	// heap layout reads (heap.go)
+	heapEnt     heapEntry
+	heapSeen    []bool
+	heapScratch [2][]byte
+	heapSlab    []byte
 
 	// per-call state
 	name     string
@@ -468,6 +477,9 @@ func (r *BlockReader) validateExact(dec serde.Decoder, b []byte, base int64) err
 
 // Read decodes one key-group block; see ReadKeyGroup.
 func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, keyGroup int, off int64, o ReadOptions, fn func(*Entry) error) error {
+	if o.Heap {
+		return r.readHeap(src, size, name, h, keyGroup, off, o, fn)
+	}
 	if err := r.begin(src, size, name, h, keyGroup, off, o); err != nil {
 		return err
 	}

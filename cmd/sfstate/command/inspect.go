@@ -22,8 +22,9 @@ func init() {
 operator its id, parallelism, size and state: for every keyed state its kind,
 key/namespace/value types, TTL, entry count and bytes, the distribution of
 entries over key groups and TTL ages. --dump prints decoded entries as JSON
-lines instead. Native (non-canonical) keyed state is listed but not decoded
-unless --deep is given: then the files of every native RocksDB handle are
+lines instead. The heap backend's own key-group layout (hashmap checkpoints and
+NATIVE savepoints) is decoded like the canonical one. Native RocksDB keyed
+state is listed but not decoded unless --deep is given: then the files of every native RocksDB handle are
 downloaded to a temporary directory, opened read-only with RocksDB and
 decoded (Flink's or the engine's key layout, detected from the metadata).`,
 		Flags: []cli.Flag{
@@ -227,7 +228,7 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 				fmt.Fprintf(w, "  user key %s", st.UserKeyType)
 			}
 			fmt.Fprintf(w, "  value %s  ttl %s", st.ValueType, inspectYesNo(st.TTL))
-			if s.Scanned && op.KeyedLayout == savepoint.LayoutCanonical {
+			if s.Scanned && inspectDecoded(op.KeyedLayout) {
 				fmt.Fprintf(w, "  %d entries  %s", st.Entries, inspectBytes(st.Bytes))
 			}
 			fmt.Fprintln(w)
@@ -239,7 +240,7 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 				fmt.Fprintln(w)
 			}
 		}
-		if d := op.KeyGroups; d != nil && s.Scanned && op.KeyedLayout == savepoint.LayoutCanonical {
+		if d := op.KeyGroups; d != nil && s.Scanned && inspectDecoded(op.KeyedLayout) {
 			renderKeyGroupLine(w, d)
 		}
 		if len(op.NativeFiles) > 0 {
@@ -293,4 +294,10 @@ func renderKeyGroupLine(w io.Writer, d *savepoint.KeyGroupDist) {
 		fmt.Fprintf(w, "; hottest %s", strings.Join(parts, ", "))
 	}
 	fmt.Fprintln(w)
+}
+
+// inspectDecoded reports whether keyed state in layout is decoded by the
+// summary scan (canonical and heap layouts).
+func inspectDecoded(layout string) bool {
+	return layout == savepoint.LayoutCanonical || layout == savepoint.LayoutNativeHeap
 }
