@@ -672,6 +672,9 @@ func (s *Snapshot) String() string {
 	if s == nil {
 		return "<nil>"
 	}
+	if s.Opaque {
+		return "UNKNOWN(" + s.Name() + ")"
+	}
 	nested := func() string {
 		parts := make([]string, len(s.Nested))
 		for i, n := range s.Nested {
