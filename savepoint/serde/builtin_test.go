@@ -237,7 +237,7 @@ func builtinSeeds(t testing.TB) [][2][]byte {
 		{mustTop(t, composite(ClassNullable, 2, (&enc{}).i32(8).B, long)), (&enc{}).bool(true).i64(0).B},
 		{mustTop(t, composite(ClassJavaRow, 4, []byte{1}, long, long)), (&enc{}).u8(0x20).i64(1).B},
 		{mustTop(t, composite(ClassGenericArray, 1, (&enc{}).utf("x").B, long)), (&enc{}).i32(1).bool(true).i64(1).B},
-		{mustTop(t, simple(arrayPkg + "StringArraySerializer$StringArraySerializerSnapshot")), (&enc{}).i32(1).sv("a").B},
+		{mustTop(t, simple(arrayPkg+"StringArraySerializer$StringArraySerializerSnapshot")), (&enc{}).i32(1).sv("a").B},
 	}
 }
 
