@@ -356,7 +356,7 @@ func (c *checker) checkOperatorHandle(op *OperatorState, st *SubtaskState, oh *O
 	if err != nil {
 		return c.add(Problem{Kind: ProblemRead, File: loc.Name, Offset: -1, Operator: op.ID.String(), Subtask: st.Index, KeyGroup: -1, Message: err.Error()})
 	}
-	hdr, _, err := keyed.ReadOperatorHeader(io.NewSectionReader(obj, 0, obj.Size()), loc.Name)
+	hdr, _, err := keyed.ReadOperatorHeaderWithin(io.NewSectionReader(obj, 0, obj.Size()), loc.Name, operatorHeaderEnd(oh))
 	if err != nil {
 		return c.add(problemFromErr(ProblemOpState, loc.Name, op.ID.String(), st.Index, err))
 	}
@@ -445,7 +445,7 @@ func (c *checker) checkKeyedData(op *OperatorState, st *SubtaskState, h *KeyGrou
 	if err != nil {
 		return c.add(Problem{Kind: ProblemRead, File: loc.Name, Offset: -1, Operator: opID, Subtask: st.Index, KeyGroup: -1, Message: err.Error()})
 	}
-	hdr, hdrLen, err := keyed.ReadHeader(io.NewSectionReader(obj, 0, obj.Size()), loc.Name)
+	hdr, hdrLen, err := keyed.ReadHeaderWithin(io.NewSectionReader(obj, 0, obj.Size()), loc.Name, keyedHeaderEnd(h))
 	if err != nil {
 		return c.add(problemFromErr(ProblemHeader, loc.Name, opID, st.Index, err))
 	}

@@ -144,11 +144,38 @@ func (sp *Savepoint) openKeyed(ctx context.Context, h *KeyGroupsHandle, readAhea
 		return nil, err
 	}
 	name := obj.Loc.Name
-	hdr, n, err := keyed.ReadHeader(io.NewSectionReader(obj, 0, obj.Size()), name)
+	hdr, n, err := keyed.ReadHeaderWithin(io.NewSectionReader(obj, 0, obj.Size()), name, keyedHeaderEnd(h))
 	if err != nil {
 		return nil, err
 	}
 	return &keyedFile{obj: obj, header: hdr, hdrLen: n, name: name}, nil
+}
+
+// keyedHeaderEnd is where the header of h's stream ends: its first
+// non-zero key-group offset (0 when there is none). The header parser uses
+// it to step over serializer snapshots it cannot read.
+func keyedHeaderEnd(h *KeyGroupsHandle) int64 {
+	var end int64
+	for _, off := range h.Offsets {
+		if off > 0 && (end == 0 || off < end) {
+			end = off
+		}
+	}
+	return end
+}
+
+// operatorHeaderEnd is the smallest state offset of an operator state
+// handle (0 when there is none): the header ends there.
+func operatorHeaderEnd(oh *OperatorHandle) int64 {
+	var end int64
+	for _, m := range oh.States {
+		for _, off := range m.Offsets {
+			if off > 0 && (end == 0 || off < end) {
+				end = off
+			}
+		}
+	}
+	return end
 }
 
 // probeNativeHeap reports whether the first non-empty key group of h is in
@@ -512,7 +539,7 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 			if states[os][m.Name] != nil {
 				continue
 			}
-			s := &StateSummary{Name: m.Name, Kind: kindOf(m), TTL: m.TTL}
+			s := &StateSummary{Name: m.Name, Kind: kindOf(m), TTL: m.TTL, Partial: m.Partial}
 			SetStateTypes(s, f.header.KeySerializer, m)
 			if m.TTL {
 				needTTL = true
@@ -653,7 +680,7 @@ func scanOperatorStateTypes(ctx context.Context, sp *Savepoint, sum *Summary, o 
 			if obj.Size() == 0 {
 				continue
 			}
-			hdr, _, err := keyed.ReadOperatorHeader(io.NewSectionReader(obj, 0, obj.Size()), obj.Loc.Name)
+			hdr, _, err := keyed.ReadOperatorHeaderWithin(io.NewSectionReader(obj, 0, obj.Size()), obj.Loc.Name, operatorHeaderEnd(oh))
 			if err != nil {
 				return err
 			}
@@ -662,6 +689,7 @@ func scanOperatorStateTypes(ctx context.Context, sp *Savepoint, sum *Summary, o 
 				if x.Type != "" || m == nil {
 					continue
 				}
+				x.Partial = m.Partial
 				if m.Type == keyed.Broadcast {
 					x.Type = "MAP<" + typeString(m.Key) + ", " + typeString(m.Value) + ">"
 					x.MapEntries = -1

@@ -118,6 +118,9 @@ type OperatorStateSummary struct {
 	MapEntries int `json:"mapEntries,omitempty"`
 	Elements   int `json:"elements"`
 	Subtasks   int `json:"subtasks"`
+	// Partial says why the state's serializer could not be read (after
+	// ScanSummary); its elements are then not decoded.
+	Partial string `json:"partial,omitempty"`
 }
 
 // StateSummary is one keyed state of an operator.
@@ -132,6 +135,9 @@ type StateSummary struct {
 	Entries       int64         `json:"entries"`
 	Bytes         int64         `json:"bytes"`
 	KeyGroups     *KeyGroupDist `json:"keyGroups,omitempty"`
+	// Partial says why some of the state's serializers could not be read
+	// (its entries are counted but not decoded); empty when all were.
+	Partial string `json:"partial,omitempty"`
 	// TTL ages: last-access timestamps (epoch millis).
 	TTLEntries int64  `json:"ttlEntries,omitempty"`
 	TTLOldest  *int64 `json:"ttlOldest,omitempty"`

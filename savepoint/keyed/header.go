@@ -45,6 +45,7 @@
 package keyed
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -135,6 +136,10 @@ type StateMeta struct {
 	// TTL is set when values (or list elements, or map values) are wrapped
 	// by the state-TTL serializer.
 	TTL bool
+	// Partial says why some of the state's serializers could not be read
+	// (they are opaque snapshots; see ParseHeaderWithin), empty when all
+	// were. The entries of a partial state are reported as raw bytes.
+	Partial string
 
 	nsDec, valDec, elemDec, ukDec, uvDec, keyDec serde.Decoder
 	// Column plans of the file's keys and of the values (both set when
@@ -163,9 +168,14 @@ type Header struct {
 	States        []*StateMeta
 	// Raw holds the exact header bytes.
 	Raw []byte
+	// KeyPartial says why the key serializer could not be read (its
+	// snapshot is then opaque and every state is partial); empty when it
+	// was read.
+	KeyPartial string
 
 	keyDec    serde.Decoder
 	ambiguous bool
+	broadcast []*StateMeta // second state list of operator headers
 }
 
 // State returns the state with the given name (nil if absent).
@@ -232,34 +242,73 @@ func readGrowing(r io.Reader, name string, parse func([]byte) error) error {
 }
 
 // ParseHeader parses a keyed-state header at the start of b and returns it
-// with the number of bytes it occupies. h.Raw aliases b.
+// with the number of bytes it occupies. h.Raw aliases b. A serializer
+// snapshot whose body is not known fails the parse (snapshot bodies are
+// not length-prefixed); ParseHeaderWithin can step over it when the
+// header's end is known.
 func ParseHeader(b []byte, name string) (*Header, int, error) {
-	d := binfmt.New(b, 0)
+	return ParseHeaderWithin(b, name, -1)
+}
+
+// ParseHeaderWithin parses a keyed-state header that ends exactly at byte
+// end of b (the first key-group offset of the file's handle); end < 0
+// means unknown, which is ParseHeader.
+//
+// With the end known, a serializer snapshot that cannot be read (a class
+// whose body grammar is unknown, an unsupported legacy form, a body that
+// does not parse) does not fail the header: the parser resynchronises on
+// the next record — the next serializer-map key, the next state meta info,
+// the state count after the key serializer, or the header end — trying
+// every candidate position whose bytes look like that record and
+// accepting the first from which the rest of the header parses to exactly
+// end. The skipped bytes become an opaque snapshot (Snapshot.Opaque, with
+// the class name and version read at its start) and the state is marked
+// partial (StateMeta.Partial says why); an unreadable key serializer marks
+// every state partial (Header.KeyPartial). Partial states decode their
+// entries as raw bytes (*serde.Raw). The search is bounded (a budget of
+// trial parses), so hostile input cannot make it hang.
+func ParseHeaderWithin(b []byte, name string, end int) (*Header, int, error) {
+	p := newHeaderParser(b, end)
+	d := binfmt.New(p.b, 0)
 	h := &Header{}
 	h.Version = int(d.I32())
 	if d.Err() == nil && h.Version != KeyedProxyVersion {
 		return nil, 0, headerErr(name, &binfmt.OffsetError{Offset: 0, Err: fmt.Errorf("%w: keyed backend proxy version %d (want %d; pre-1.7 formats are not supported)", binfmt.ErrCorrupt, h.Version, KeyedProxyVersion)})
 	}
 	h.Compressed = d.Bool()
+	start := d.Pos
 	h.KeySerializer = serde.ReadTop(d)
-	at := d.Offset()
-	n := int(d.I16())
-	if d.Err() == nil && (n < 0 || n > maxStates) {
-		return nil, 0, headerErr(name, &binfmt.OffsetError{Offset: at, Err: fmt.Errorf("%w: state count %d", binfmt.ErrCorrupt, n)})
+	if d.Err() != nil && start+4 <= len(p.b) {
+		h.KeySerializer, h.KeyPartial = p.recover(d, start, hpos{i: -1}, "key serializer")
 	}
-	for i := 0; i < n && d.Err() == nil; i++ {
-		m := readStateMeta(d)
-		if m != nil {
-			m.ID = i
-			h.States = append(h.States, m)
-		}
-	}
+	p.tail(d, h, nil, hpos{i: -1})
 	if d.Err() != nil {
 		return nil, 0, headerErr(name, d.Err())
 	}
 	h.Raw = b[:d.Pos:d.Pos]
 	h.prepare()
 	return h, d.Pos, nil
+}
+
+// ReadHeaderWithin reads the first end bytes of r and parses them as a
+// keyed-state header that ends exactly there (see ParseHeaderWithin).
+// end <= 0 (unknown) is ReadHeader.
+func ReadHeaderWithin(r io.Reader, name string, end int64) (*Header, int64, error) {
+	if end <= 0 || end > maxHeaderBytes {
+		return ReadHeader(r, name)
+	}
+	b := make([]byte, end)
+	k, err := io.ReadFull(r, b)
+	if err == nil {
+		var h *Header
+		var n int
+		if h, n, err = ParseHeaderWithin(b, name, int(end)); err == nil {
+			return h, int64(n), nil
+		}
+	}
+	// The end does not hold a header (an offset inside it, a short file):
+	// parse without it, so that errors name what is wrong.
+	return ReadHeader(io.MultiReader(bytes.NewReader(b[:k]), r), name)
 }
 
 func headerErr(name string, err error) error {
@@ -274,14 +323,78 @@ func offsetOf(err error) int64 {
 	return -1
 }
 
-// readStateMeta reads one StateMetaInfoSnapshot (meta-info version 6/7).
-func readStateMeta(d *binfmt.Decbuf) *StateMeta {
+// maxResyncTrials bounds the trial parses of one header's resynchronisation.
+const maxResyncTrials = 4096
+
+// headerParser parses the state meta infos of a keyed or operator header,
+// resynchronising after unreadable snapshots when the end is known.
+type headerParser struct {
+	b      []byte // the header bytes (cut at end when it is known)
+	end    int    // exact end, -1 when unknown
+	trials int    // trial parses left
+	// extra is the number of further state lists after the first (the
+	// operator header has two: list states, then broadcast states).
+	extra int
+}
+
+func newHeaderParser(b []byte, end int) *headerParser {
+	p := &headerParser{b: b, end: -1, trials: maxResyncTrials}
+	if end >= 0 && end <= len(b) {
+		p.b, p.end = b[:end], end
+	}
+	return p
+}
+
+// hpos is a position in the header grammar: the state list pass, state i
+// of n (-1: the state count comes next) and serializer j of its ns.
+type hpos struct {
+	pass  int
+	i, n  int
+	j, ns int
+}
+
+// tail parses what follows position at: the rest of the current state's
+// serializers (into cur), the rest of its state list, then the further
+// state lists. Key/value and operator states go to h.States, the second
+// list's to h.Broadcast (operator headers; see ParseOperatorHeader).
+func (p *headerParser) tail(d *binfmt.Decbuf, h *Header, cur *StateMeta, at hpos) {
+	if at.i >= 0 {
+		p.serializers(d, cur, at)
+	}
+	for pass := at.pass; pass <= p.extra && d.Err() == nil; pass++ {
+		first, n := at.i+1, at.n
+		if pass != at.pass || at.i < 0 {
+			first = 0
+			pos := d.Offset()
+			n = int(d.I16())
+			if d.Err() == nil && (n < 0 || n > maxStates) {
+				d.Fail(&binfmt.OffsetError{Offset: pos, Err: fmt.Errorf("%w: state count %d", binfmt.ErrCorrupt, n)})
+				return
+			}
+		}
+		for i := first; i < n && d.Err() == nil; i++ {
+			m := p.stateMeta(d, hpos{pass: pass, i: i, n: n})
+			if m == nil {
+				return
+			}
+			m.ID = i
+			if pass == 0 {
+				h.States = append(h.States, m)
+			} else {
+				h.broadcast = append(h.broadcast, m)
+			}
+		}
+	}
+}
+
+// stateMeta reads one StateMetaInfoSnapshot (meta-info version 6/7).
+func (p *headerParser) stateMeta(d *binfmt.Decbuf, at hpos) *StateMeta {
 	m := &StateMeta{OptionMap: map[string]string{}}
 	m.Name = d.UTF()
-	at := d.Offset()
+	pos := d.Offset()
 	t := d.I32()
 	if d.Err() == nil && (t < 0 || t > int32(KeyValueV2)) {
-		d.Fail(&binfmt.OffsetError{Offset: at, Err: fmt.Errorf("%w: backend state type %d", binfmt.ErrCorrupt, t)})
+		d.Fail(&binfmt.OffsetError{Offset: pos, Err: fmt.Errorf("%w: backend state type %d", binfmt.ErrCorrupt, t)})
 		return nil
 	}
 	m.Type = BackendStateType(t)
@@ -292,13 +405,8 @@ func readStateMeta(d *binfmt.Decbuf) *StateMeta {
 		m.OptionMap[k] = v
 	}
 	ns := d.Count("serializer", maxSerializers, 6)
-	for i := 0; i < ns && d.Err() == nil; i++ {
-		k := d.UTF()
-		s := serde.ReadTop(d)
-		if d.Err() == nil {
-			m.Serializers = append(m.Serializers, NamedSnapshot{Key: k, Snapshot: s})
-		}
-	}
+	at.j, at.ns = 0, ns
+	p.serializers(d, m, at)
 	if d.Err() != nil {
 		return nil
 	}
@@ -313,10 +421,174 @@ func readStateMeta(d *binfmt.Decbuf) *StateMeta {
 	return m
 }
 
+// serializers reads serializers at.j.. of the state's serializer map.
+func (p *headerParser) serializers(d *binfmt.Decbuf, m *StateMeta, at hpos) {
+	for j := at.j; j < at.ns && d.Err() == nil; j++ {
+		k := d.UTF()
+		if d.Err() != nil {
+			return
+		}
+		start := d.Pos
+		s := serde.ReadTop(d)
+		if d.Err() != nil {
+			next := at
+			next.j = j + 1
+			var why string
+			if s, why = p.recover(d, start, next, k); s == nil {
+				return
+			}
+			if m.Partial == "" {
+				m.Partial = why
+			} else {
+				m.Partial += "; " + why
+			}
+		}
+		m.Serializers = append(m.Serializers, NamedSnapshot{Key: k, Snapshot: s})
+	}
+}
+
+// recover steps over the unreadable top-level snapshot at start (whose
+// read failed in d) when the header end is known: it returns an opaque
+// snapshot of the skipped bytes and the reason, with d cleared and
+// positioned after them, or nil (d keeps its error).
+func (p *headerParser) recover(d *binfmt.Decbuf, start int, next hpos, what string) (*serde.Snapshot, string) {
+	if p.end < 0 || p.trials <= 0 {
+		return nil, ""
+	}
+	cause := d.Err()
+	cd := binfmt.New(p.b, 0)
+	cd.Pos = start
+	cd.I32()
+	class := cd.UTF()
+	version := cd.I32()
+	if cd.Err() != nil || !plausibleClass(class) {
+		return nil, ""
+	}
+	for q := cd.Pos; q <= p.end; q++ {
+		if !p.candidate(q, next) {
+			continue
+		}
+		if p.trials--; p.trials < 0 {
+			return nil, ""
+		}
+		td := binfmt.New(p.b, 0)
+		td.Pos = q
+		tm := &StateMeta{OptionMap: map[string]string{}}
+		p.tail(td, &Header{}, tm, next)
+		if td.Err() != nil || td.Pos != p.end {
+			continue
+		}
+		d.Reset(p.b, 0)
+		d.Pos = q
+		s := &serde.Snapshot{Class: class, Version: version, Offset: int64(start + 4), OuterVersion: -1,
+			Raw: p.b[start+4 : q : q], Opaque: true}
+		problem := "is not a known serializer snapshot"
+		if !errors.Is(cause, serde.ErrUnknownSnapshot) {
+			inner := cause
+			var oe *binfmt.OffsetError
+			if errors.As(cause, &oe) {
+				inner = oe.Err
+			}
+			problem = "could not be read: " + inner.Error()
+		}
+		why := fmt.Sprintf("%s %s (version %d) %s; its %d bytes at offset %d were skipped and entries are not decoded",
+			what, class, version, problem, q-start-4, start+4)
+		return s, why
+	}
+	return nil, ""
+}
+
+// candidate reports whether the bytes at q look like the record that
+// follows position next: a serializer-map key (UTF, then the snapshot
+// proxy version 2), a state meta info (UTF name, backend state type), a
+// state count, or the header end.
+func (p *headerParser) candidate(q int, next hpos) bool {
+	b := p.b
+	utfAt := func(q int) (int, bool) {
+		if q+2 > len(b) {
+			return 0, false
+		}
+		n := int(b[q])<<8 | int(b[q+1])
+		if q+2+n > len(b) {
+			return 0, false
+		}
+		return q + 2 + n, true
+	}
+	i32At := func(q int) (int32, bool) {
+		if q+4 > len(b) {
+			return 0, false
+		}
+		return int32(uint32(b[q])<<24 | uint32(b[q+1])<<16 | uint32(b[q+2])<<8 | uint32(b[q+3])), true
+	}
+	stateAt := func(q int) bool {
+		e, ok := utfAt(q)
+		if !ok {
+			return false
+		}
+		t, ok := i32At(e)
+		return ok && t >= 0 && t <= int32(KeyValueV2)
+	}
+	countAt := func(q int) bool {
+		if q+2 > len(b) {
+			return false
+		}
+		n := int(int16(uint16(b[q])<<8 | uint16(b[q+1])))
+		if n < 0 || n > maxStates {
+			return false
+		}
+		if n == 0 {
+			return p.extra > next.pass || q+2 == p.end
+		}
+		return stateAt(q + 2)
+	}
+	switch {
+	case next.i < 0:
+		return countAt(q)
+	case next.j < next.ns:
+		e, ok := utfAt(q)
+		if !ok || e == q+2 {
+			return false
+		}
+		for _, c := range b[q+2 : e] {
+			if c < 0x20 || c >= 0x7f {
+				return false
+			}
+		}
+		v, ok := i32At(e)
+		return ok && v == serde.ProxyVersion
+	case next.i+1 < next.n:
+		return stateAt(q)
+	case next.pass < p.extra:
+		return countAt(q)
+	}
+	return q == p.end
+}
+
+// plausibleClass reports whether s looks like a Java class name.
+func plausibleClass(s string) bool {
+	if s == "" || len(s) > 1024 {
+		return false
+	}
+	for _, c := range s {
+		if !(c == '.' || c == '$' || c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c > 0x7f) {
+			return false
+		}
+	}
+	return true
+}
+
+// readStateMeta reads one StateMetaInfoSnapshot without resynchronisation.
+func readStateMeta(d *binfmt.Decbuf) *StateMeta {
+	return newHeaderParser(d.B, -1).stateMeta(d, hpos{})
+}
+
 // prepare fills the convenience views and builds decoders.
 func (h *Header) prepare() {
 	h.keyDec = serde.NewDecoder(h.KeySerializer)
 	for _, m := range h.States {
+		if h.KeyPartial != "" && m.Partial == "" {
+			m.Partial = h.KeyPartial
+		}
 		m.prepare()
 		m.planColumns(h)
 	}

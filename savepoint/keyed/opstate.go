@@ -98,6 +98,16 @@ func ReadOperatorHeader(r io.Reader, name string) (*OperatorHeader, int64, error
 // ParseOperatorHeader parses an operator-state header at the start of b.
 // h.Raw aliases b.
 func ParseOperatorHeader(b []byte, name string) (*OperatorHeader, int, error) {
+	return ParseOperatorHeaderWithin(b, name, -1)
+}
+
+// ParseOperatorHeaderWithin parses an operator-state header that ends at
+// byte end of b (the smallest offset of the file's operator state handle;
+// with compression the Snappy stream identifier may sit between the header
+// and that offset). end < 0 means unknown. With the end known, unreadable
+// serializer snapshots are stepped over as in ParseHeaderWithin and their
+// states marked partial; their elements are then reported as raw bytes.
+func ParseOperatorHeaderWithin(b []byte, name string, end int) (*OperatorHeader, int, error) {
 	d := binfmt.New(b, 0)
 	h := &OperatorHeader{Version: int(d.I32())}
 	if d.Err() == nil && (h.Version < 5 || h.Version > 6) {
@@ -106,31 +116,53 @@ func ParseOperatorHeader(b []byte, name string) (*OperatorHeader, int, error) {
 	if h.Version >= 6 {
 		h.Compressed = d.Bool()
 	}
-	for pass := 0; pass < 2 && d.Err() == nil; pass++ {
-		at := d.Offset()
-		n := int(d.I16())
-		if d.Err() == nil && n < 0 {
-			return nil, 0, headerErr(name, &binfmt.OffsetError{Offset: at, Err: fmt.Errorf("%w: state count %d", binfmt.ErrCorrupt, n)})
-		}
-		for i := 0; i < n && d.Err() == nil; i++ {
-			m := readStateMeta(d)
-			if m == nil {
-				break
-			}
-			m.ID = i
-			m.prepare()
-			if pass == 0 {
-				h.States = append(h.States, m)
-			} else {
-				h.Broadcast = append(h.Broadcast, m)
-			}
-		}
-	}
 	if d.Err() != nil {
 		return nil, 0, headerErr(name, d.Err())
 	}
-	h.Raw = b[:d.Pos:d.Pos]
-	return h, d.Pos, nil
+	parse := func(end int) (*Header, *binfmt.Decbuf) {
+		p := newHeaderParser(b, end)
+		p.extra = 1
+		pd := binfmt.New(p.b, 0)
+		pd.Pos = d.Pos
+		kh := &Header{}
+		p.tail(pd, kh, nil, hpos{i: -1})
+		return kh, pd
+	}
+	kh, pd := parse(end)
+	if pd.Err() != nil && h.Compressed && end >= 10 && end <= len(b) && bytes.Equal(b[end-10:end-6], []byte{0xff, 0x06, 0x00, 0x00}) && bytes.Equal(b[end-6:end], streamID) {
+		// The Snappy stream identifier follows the header.
+		kh, pd = parse(end - 10)
+	}
+	if pd.Err() != nil {
+		return nil, 0, headerErr(name, pd.Err())
+	}
+	for _, m := range kh.States {
+		m.prepare()
+	}
+	for _, m := range kh.broadcast {
+		m.prepare()
+	}
+	h.States, h.Broadcast = kh.States, kh.broadcast
+	h.Raw = b[:pd.Pos:pd.Pos]
+	return h, pd.Pos, nil
+}
+
+// ReadOperatorHeaderWithin reads an operator-state header that ends at
+// end (see ParseOperatorHeaderWithin); end <= 0 is ReadOperatorHeader.
+func ReadOperatorHeaderWithin(r io.Reader, name string, end int64) (*OperatorHeader, int64, error) {
+	if end <= 0 || end > maxHeaderBytes {
+		return ReadOperatorHeader(r, name)
+	}
+	b := make([]byte, end)
+	k, err := io.ReadFull(r, b)
+	if err == nil {
+		var h *OperatorHeader
+		var n int
+		if h, n, err = ParseOperatorHeaderWithin(b, name, int(end)); err == nil {
+			return h, int64(n), nil
+		}
+	}
+	return ReadOperatorHeader(io.MultiReader(bytes.NewReader(b[:k]), r), name)
 }
 
 // OperatorStateRef is one state of an operator state handle: its name,

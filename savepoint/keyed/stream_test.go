@@ -321,8 +321,8 @@ func TestUnsupportedSerializersReportedRaw(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"key":{"raw":"AQIDBAA=","serializer":"` + serde.ClassWindowKey + `"},"kg":3,"ns":null,"state":"v","type":"VALUE","value":{"raw":"CQk=","serializer":"` + serde.ClassWindowKey + `"}}
-{"key":{"raw":"AQIDBAA=","serializer":"` + serde.ClassWindowKey + `"},"kg":3,"ns":null,"state":"l","type":"LIST","value":{"raw":"BywI","serializer":"` + serde.ClassList + `"}}`
+	want := `{"key":{"decoded":false,"raw":"AQIDBAA=","serializer":"` + serde.ClassWindowKey + `"},"kg":3,"ns":null,"state":"v","type":"VALUE","value":{"decoded":false,"raw":"CQk=","serializer":"` + serde.ClassWindowKey + `"}}
+{"key":{"decoded":false,"raw":"AQIDBAA=","serializer":"` + serde.ClassWindowKey + `"},"kg":3,"ns":null,"state":"l","type":"LIST","value":{"decoded":false,"raw":"BywI","serializer":"` + serde.ClassList + `"}}`
 	if strings.Join(got, "\n") != want {
 		t.Fatalf("got\n%s", strings.Join(got, "\n"))
 	}

@@ -165,7 +165,7 @@ func TestDecodeEngine(t *testing.T) {
 	if err := d.Decode("v", engineKey(7, []byte("k"), nil, nil), append(ts, 'z'), grab); err != nil {
 		t.Fatal(err)
 	}
-	if e.KeyGroup != 7 || e.TTLTimestamp == nil || *e.TTLTimestamp != 1700000000000 || mustJSON(e.Value) != `{"raw":"eg==","serializer":"sfstate-engine-bytes"}` {
+	if e.KeyGroup != 7 || e.TTLTimestamp == nil || *e.TTLTimestamp != 1700000000000 || mustJSON(e.Value) != `{"decoded":false,"raw":"eg==","serializer":"sfstate-engine-bytes"}` {
 		t.Fatalf("value entry: kg %d ttl %v value %s", e.KeyGroup, e.TTLTimestamp, mustJSON(e.Value))
 	}
 	lv := append(append([]byte(nil), ts...), 1, 'a', 2, 'b', 'c')
@@ -183,7 +183,7 @@ func TestDecodeEngine(t *testing.T) {
 	if err := d.Decode("l", engineKey(8, []byte("k"), []byte("n"), nil), pv, grab); err != nil {
 		t.Fatal(err)
 	}
-	want := `[["TtlValue",{"lastAccess":1700000000000,"value":{"raw":"YQ==","serializer":"sfstate-engine-bytes"}}],["TtlValue",{"lastAccess":1700000000500,"value":{"raw":"YmM=","serializer":"sfstate-engine-bytes"}}]]`
+	want := `[["TtlValue",{"lastAccess":1700000000000,"value":{"decoded":false,"raw":"YQ==","serializer":"sfstate-engine-bytes"}}],["TtlValue",{"lastAccess":1700000000500,"value":{"decoded":false,"raw":"YmM=","serializer":"sfstate-engine-bytes"}}]]`
 	if s := mustJSON(e.Value); s != want || e.TTLTimestamp == nil || *e.TTLTimestamp != 1700000000500 {
 		t.Fatalf("per-element list: ttl %v %s", e.TTLTimestamp, s)
 	}
@@ -191,7 +191,7 @@ func TestDecodeEngine(t *testing.T) {
 	if err := d.Decode("m", engineKey(9, []byte("k"), nil, []byte("uk")), mv, grab); err != nil {
 		t.Fatal(err)
 	}
-	if e.Value != int64(3) || mustJSON(e.UserKey) != `{"raw":"dWs=","serializer":"sfstate-engine-bytes"}` {
+	if e.Value != int64(3) || mustJSON(e.UserKey) != `{"decoded":false,"raw":"dWs=","serializer":"sfstate-engine-bytes"}` {
 		t.Fatalf("multiset: %v %s", e.Value, mustJSON(e.UserKey))
 	}
 	prio := int64(-5)

@@ -63,6 +63,24 @@ const (
 	kPojo
 	kArrayData
 	kMapData
+	// kinds of builtin.go
+	kEventID
+	kDewey
+	kNodeID
+	kSBEdge
+	kSBNode
+	kLockable
+	kNFAState
+	kStreamElement
+	kEnum
+	kEither
+	kNullable
+	kOption
+	kCaseClass
+	kJavaRow
+	kGenericArray
+	kPrimArray
+	kStringValue
 )
 
 type decoder struct {
@@ -75,7 +93,8 @@ type decoder struct {
 	prec   int
 	scale  int
 	mask   bool
-	nwords int // BinaryRowData: null bit-set width in bytes
+	nwords int  // BinaryRowData: null bit-set width in bytes
+	elem   kind // primitive array element
 	sup    bool
 }
 
@@ -128,6 +147,9 @@ func build(s *Snapshot, depth int) *decoder {
 	}
 	if f, ok := fixed[s.Class]; ok {
 		dc.k, dc.n = f.k, f.n
+		return dc
+	}
+	if buildBuiltin(dc, s, depth) {
 		return dc
 	}
 	switch s.Class {
@@ -434,6 +456,13 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 			return nil
 		}
 		return &Raw{Serializer: dc.class(), Bytes: append([]byte(nil), b...)}
+	case kEventID, kDewey, kNodeID, kSBEdge, kSBNode, kLockable, kNFAState, kStreamElement,
+		kEnum, kEither, kNullable, kOption, kCaseClass, kJavaRow, kGenericArray, kPrimArray, kStringValue:
+		v := dc.decodeBuiltin(d)
+		if d.Err() != nil {
+			return nil
+		}
+		return v
 	default:
 		b := d.Bytes(d.Len())
 		return &Raw{Serializer: dc.class(), Bytes: append([]byte(nil), b...)}

@@ -243,7 +243,7 @@ func TestRawDecoderNeverFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := jsonOf(t, v); got != `{"raw":"AQID","serializer":"`+ClassArrayData+`"}` {
+	if got := jsonOf(t, v); got != `{"decoded":false,"raw":"AQID","serializer":"`+ClassArrayData+`"}` {
 		t.Fatal(got)
 	}
 }

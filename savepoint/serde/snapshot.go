@@ -105,9 +105,23 @@ type Snapshot struct {
 	// Subclasses counts the registered plus non-registered subclass
 	// serializers of a POJO snapshot.
 	Subclasses int
-	// Opaque marks a snapshot met inside a length-framed container (POJO
-	// field serializers) whose class is unknown: only Class, Version and
-	// Raw are set, and its data decoder is raw.
+	// EnumConstants are the constant names of an EnumSerializerSnapshot,
+	// by ordinal.
+	EnumConstants []string
+	// PaddingLen is the null padding of a NullableSerializerSnapshot.
+	PaddingLen int32
+	// SupportsRowKind is set for Java RowSerializer snapshots whose data
+	// carries the row kind in the null mask.
+	SupportsRowKind bool
+	// PrevTimestamp is set for NFAStateSerializer snapshots (outer
+	// version 2+) whose computation states carry a previous timestamp.
+	PrevTimestamp bool
+	// Schema is the writer schema of an AvroSerializerSnapshot.
+	Schema string
+	// Opaque marks a snapshot whose class (or form) is unknown, met inside
+	// a length-framed container (POJO field serializers) or delimited by
+	// resynchronising on what follows it: only Class, Version and Raw are
+	// set, and its data decoder is raw.
 	Opaque bool
 }
 
@@ -170,6 +184,9 @@ const (
 	bodySortedMap
 	bodyPojo
 	bodyKryo
+	bodyEnum
+	bodyAvro
+	bodyTypeClass // GenericTypeSerializerSnapshot: UTF type class
 )
 
 var simpleClasses = []string{
@@ -203,7 +220,19 @@ const (
 	outerUTF                  // one UTF (tuple class)
 	outerLinkedList           // bool hasNullMask when outerVersion >= 2
 	outerExternal             // Java stream + bool
+	outerI32                  // i32 (NullableSerializer padding)
+	outerJavaRow              // bool row kind when outerVersion >= 4
+	outerTypeClass            // one UTF (a class) into TypeClass
+	outerNFA                  // bool previous timestamp when outerVersion >= 2
 )
+
+// outerOf returns the outer snapshot kind of a composite class.
+func outerOf(class string) outerKind {
+	if k, ok := compositeClasses[class]; ok {
+		return k
+	}
+	return builtinComposite[class].outer
+}
 
 var compositeClasses = map[string]outerKind{
 	ClassTuple:      outerUTF,
@@ -232,6 +261,12 @@ func kindOf(class string) (bodyKind, bool) {
 	if _, ok := compositeClasses[class]; ok {
 		return bodyComposite, true
 	}
+	if _, ok := builtinSimple[class]; ok {
+		return bodySimple, true
+	}
+	if _, ok := builtinComposite[class]; ok {
+		return bodyComposite, true
+	}
 	if _, ok := javaStreamCount[class]; ok {
 		return bodyJavaStreams, true
 	}
@@ -252,6 +287,12 @@ func kindOf(class string) (bodyKind, bool) {
 		return bodyPojo, true
 	case ClassKryo, ClassKryo5:
 		return bodyKryo, true
+	case ClassEnum:
+		return bodyEnum, true
+	case ClassAvro:
+		return bodyAvro, true
+	case ClassValue, ClassCopyableValue:
+		return bodyTypeClass, true
 	}
 	return 0, false
 }
@@ -387,6 +428,12 @@ func readVersioned(d *binfmt.Decbuf, depth int) *Snapshot {
 		readPojo(d, s, depth)
 	case bodyKryo:
 		readKryo(d, s)
+	case bodyEnum:
+		readEnum(d, s)
+	case bodyAvro:
+		readAvro(d, s)
+	case bodyTypeClass:
+		s.TypeClass = d.UTF()
 	}
 	if d.Err() != nil {
 		return nil
@@ -423,7 +470,25 @@ func readComposite(d *binfmt.Decbuf, s *Snapshot, depth int) {
 		return
 	}
 	s.OuterVersion = d.I32()
-	switch compositeClasses[s.Class] {
+	switch outerOf(s.Class) {
+	case outerI32:
+		s.PaddingLen = d.I32()
+		if d.Err() == nil && s.PaddingLen < 0 {
+			d.Failf("negative null padding %d", s.PaddingLen)
+		}
+	case outerJavaRow:
+		switch {
+		case s.OuterVersion == 3:
+			s.SupportsRowKind = true
+		case s.OuterVersion > 3:
+			s.SupportsRowKind = d.Bool()
+		}
+	case outerTypeClass:
+		s.TypeClass = d.UTF()
+	case outerNFA:
+		if s.OuterVersion >= 2 {
+			s.PrevTimestamp = d.Bool()
+		}
 	case outerUTF:
 		s.TupleClass = d.UTF()
 	case outerLinkedList:
@@ -460,6 +525,9 @@ func readComposite(d *binfmt.Decbuf, s *Snapshot, depth int) {
 		want = 2
 	case ClassList, ClassExternal, ClassLinkedList:
 		want = 1
+	}
+	if c, ok := builtinComposite[s.Class]; ok {
+		want = c.nested
 	}
 	if want >= 0 && len(s.Nested) != want {
 		d.Failf("%s has %d nested serializers, want %d", s.Class, len(s.Nested), want)
@@ -604,6 +672,9 @@ func (s *Snapshot) String() string {
 	if s == nil {
 		return "<nil>"
 	}
+	if s.Opaque {
+		return "UNKNOWN(" + s.Name() + ")"
+	}
 	nested := func() string {
 		parts := make([]string, len(s.Nested))
 		for i, n := range s.Nested {
@@ -696,6 +767,9 @@ func (s *Snapshot) String() string {
 		return "POJO<" + s.TypeClass + "{" + strings.Join(parts, ", ") + "}>"
 	case ClassKryo, ClassKryo5:
 		return "KRYO<" + s.TypeClass + ">"
+	}
+	if t, ok := builtinString(s); ok {
+		return t
 	}
 	return s.Name()
 }

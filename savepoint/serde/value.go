@@ -184,7 +184,8 @@ func (d Decimal) String() string {
 func (d Decimal) MarshalJSON() ([]byte, error) { return json.Marshal([]any{"decimal", d.String()}) }
 
 // Raw holds bytes that no decoder interpreted, with the serializer (or
-// structure) that wrote them. JSON: {"serializer": class, "raw": base64}.
+// structure) that wrote them. JSON: {"decoded": false, "raw": base64,
+// "serializer": class}.
 type Raw struct {
 	Serializer string
 	Bytes      []byte
@@ -192,7 +193,7 @@ type Raw struct {
 
 // MarshalJSON implements json.Marshaler.
 func (r *Raw) MarshalJSON() ([]byte, error) {
-	return json.Marshal(map[string]string{"serializer": r.Serializer, "raw": base64.StdEncoding.EncodeToString(r.Bytes)})
+	return json.Marshal(map[string]any{"decoded": false, "serializer": r.Serializer, "raw": base64.StdEncoding.EncodeToString(r.Bytes)})
 }
 
 // Pojo is a POJO decoded field by field. JSON: an object with "@class" and

@@ -232,6 +232,9 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 				fmt.Fprintf(w, "  %d entries  %s", st.Entries, inspectBytes(st.Bytes))
 			}
 			fmt.Fprintln(w)
+			if st.Partial != "" {
+				fmt.Fprintf(w, "      partial: %s\n", st.Partial)
+			}
 			if st.TTLEntries > 0 && st.TTLOldest != nil {
 				fmt.Fprintf(w, "      ttl last access: oldest %s, newest %s", inspectMillis(*st.TTLOldest), inspectMillis(*st.TTLNewest))
 				if s.TTLMillis > 0 {
@@ -257,6 +260,9 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 			typ := ""
 			if os.Type != "" {
 				typ = " " + os.Type
+			}
+			if os.Partial != "" {
+				typ += " (partial: " + os.Partial + ")"
 			}
 			if os.Mode == "BROADCAST" {
 				entries := "map"

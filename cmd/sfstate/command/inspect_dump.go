@@ -23,11 +23,24 @@ type inspectDumpLine struct {
 	UserKey      any    `json:"userKey,omitempty"`
 	Value        any    `json:"value"`
 	TTLTimestamp *int64 `json:"ttlTimestamp,omitempty"`
+	// Entries of partial states (serializers that could not be read) carry
+	// their raw key and value bytes (base64) and "decoded": false.
+	Decoded    *bool  `json:"decoded,omitempty"`
+	KeyBytes   []byte `json:"keyBytes,omitempty"`
+	ValueBytes []byte `json:"valueBytes,omitempty"`
 }
 
 // newDumpLine is the dump line of one decoded entry of subtask subtask of
 // operator op.
 func newDumpLine(op *savepoint.OperatorState, subtask int, e *keyed.Entry) inspectDumpLine {
+	if e.State.Partial != "" {
+		no := false
+		return inspectDumpLine{
+			Operator: op.ID.String(), Subtask: subtask, KeyGroup: e.KeyGroup,
+			State: e.State.Name, Kind: savepoint.StateKind(e.State),
+			Decoded: &no, KeyBytes: e.KeyBytes, ValueBytes: e.ValueBytes,
+		}
+	}
 	return inspectDumpLine{
 		Operator: op.ID.String(), Subtask: subtask, KeyGroup: e.KeyGroup,
 		State: e.State.Name, Kind: savepoint.StateKind(e.State),
