@@ -265,9 +265,16 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 		if st.ManagedKeyed == nil {
 			continue
 		}
+		// The layout decision is the savepoint reader's: tag 7, or tag
+		// 3/12 of a canonical savepoint, or (checkpoints, V3 files such as
+		// Flink 1.11 savepoints) whatever the first key group shows.
+		layout, err := sp.KeyedLayout(ctx, st.ManagedKeyed)
+		if err != nil {
+			return nil, err
+		}
 		h, ok := st.ManagedKeyed.(*savepoint.KeyGroupsHandle)
-		if !ok || h.Tag != savepoint.TagSavepointKeyGroups {
-			return nil, fmt.Errorf("%w: %s: operator %s subtask %d: keyed handle tag %d is not a canonical savepoint handle", savepoint.ErrNativeLayout, sp.Name(), op.ID, st.Index, st.ManagedKeyed.HandleTag())
+		if !ok || layout != savepoint.LayoutCanonical {
+			return nil, fmt.Errorf("%w: %s: operator %s subtask %d: keyed handle tag %d holds the %s layout", savepoint.ErrNativeLayout, sp.Name(), op.ID, st.Index, st.ManagedKeyed.HandleTag(), layout)
 		}
 		obj, err := sp.OpenStream(ctx, h.Delegate, o.ReadAhead)
 		if err != nil {
