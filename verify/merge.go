@@ -80,6 +80,12 @@ func Merge(rs []*Report) (*Report, error) {
 			if t.Error != "" {
 				a.tr.Error = appendLine(a.tr.Error, fmt.Sprintf("shard %s: %s", r.Shard, t.Error))
 			}
+			for id, p := range t.RestoredParallelism {
+				if a.tr.RestoredParallelism == nil {
+					a.tr.RestoredParallelism = map[string]int{}
+				}
+				a.tr.RestoredParallelism[id] = p
+			}
 			for id, msg := range t.OperatorErrors {
 				if a.tr.OperatorErrors == nil {
 					a.tr.OperatorErrors = OperatorErrors{}

@@ -14,7 +14,9 @@ import (
 // Target is one backend and parallelism to restore into.
 type Target struct {
 	Backend string `json:"backend"`
-	// Parallelism of every restored operator; 0 = as in the savepoint.
+	// Parallelism of every restored operator; 0 = as in the savepoint. An
+	// operator whose max parallelism is lower (a global operator has 1) is
+	// restored at its max parallelism (TargetResult.RestoredParallelism).
 	Parallelism int `json:"parallelism"`
 }
 
@@ -154,6 +156,7 @@ func Run(ctx context.Context, src *savepoint.Savepoint, o Options) (*Report, err
 			}
 			continue
 		}
+		tr.RestoredParallelism = restoredParallelism(t, sp)
 		r.Targets = append(r.Targets, compareTarget(ctx, o, tr, src, sp, without(want, oe), true))
 		cleanup()
 		if err := ctx.Err(); err != nil {
@@ -189,6 +192,24 @@ func (e OperatorErrors) Error() string {
 		ls = append(ls, fmt.Sprintf("operator %s: %s", id, e[id]))
 	}
 	return strings.Join(ls, "; ")
+}
+
+// restoredParallelism lists the operators of the restored snapshot whose
+// parallelism is not the target's (restored at their max parallelism).
+func restoredParallelism(t Target, restored *savepoint.Savepoint) map[string]int {
+	if t.Parallelism <= 0 {
+		return nil
+	}
+	var out map[string]int
+	for _, op := range restored.Meta.Operators {
+		if int(op.Parallelism) != t.Parallelism {
+			if out == nil {
+				out = map[string]int{}
+			}
+			out[op.ID.String()] = int(op.Parallelism)
+		}
+	}
+	return out
 }
 
 // without returns d without the groups of the given operators.
@@ -255,6 +276,9 @@ type TargetResult struct {
 	Backend     string `json:"backend,omitempty"`
 	Parallelism int    `json:"parallelism,omitempty"`
 	Error       string `json:"error,omitempty"`
+	// RestoredParallelism names the operators (by id) restored at another
+	// parallelism than the target's: min(target, max parallelism).
+	RestoredParallelism map[string]int `json:"restoredParallelism,omitempty"`
 	// OperatorErrors names the operators that could not be restored (the
 	// others were compared).
 	OperatorErrors OperatorErrors `json:"operatorErrors,omitempty"`
@@ -389,7 +413,7 @@ func shortID(id string) string {
 
 func joinLines(ls []string) string { return strings.Join(ls, "\n") }
 
-func sortedKeys(m map[string]string) []string {
+func sortedKeys[V any](m map[string]V) []string {
 	ks := make([]string, 0, len(m))
 	for k := range m {
 		ks = append(ks, k)
