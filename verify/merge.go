@@ -77,6 +77,9 @@ func Merge(rs []*Report) (*Report, error) {
 			if t.Name != a.tr.Name {
 				return nil, fmt.Errorf("verify: merge: shard %d target %d is %s, want %s", r.ShardIndex, j, t.Name, a.tr.Name)
 			}
+			if t.Skipped != "" {
+				a.tr.Skipped = t.Skipped
+			}
 			if t.Error != "" {
 				a.tr.Error = appendLine(a.tr.Error, fmt.Sprintf("shard %s: %s", r.Shard, t.Error))
 			}

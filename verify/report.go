@@ -70,6 +70,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	for _, t := range r.Targets {
+		if t.Skipped != "" {
+			fmt.Fprintf(w, "NOTE %s: not restored: %s\n", t.Name, t.Skipped)
+		}
 		for _, id := range sortedKeys(t.RestoredParallelism) {
 			fmt.Fprintf(w, "NOTE %s: operator %s restored at parallelism %d (its max parallelism)\n", t.Name, id, t.RestoredParallelism[id])
 		}

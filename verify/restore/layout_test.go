@@ -147,3 +147,32 @@ func TestVerifyTag3NativeHeap(t *testing.T) {
 		t.Fatalf("restore of a native heap layout: %v, want ErrNativeLayout", err)
 	}
 }
+
+// TestVerifyOperatorStateOnly: a savepoint with operator state only (the
+// fixture without its keyed handles) has nothing for a backend to restore:
+// targets are skipped with the reason, not failed.
+func TestVerifyOperatorStateOnly(t *testing.T) {
+	sp := rewriteFixture(t, "flink1.20-rocksdb-canonical-valuestate-timers", func(md *savepoint.Metadata) {
+		for _, op := range md.Operators {
+			for _, st := range op.Subtasks {
+				st.ManagedKeyed = nil
+			}
+		}
+	})
+	r, err := verify.Run(context.Background(), sp, verify.Options{Targets: targets([]string{"rocksdb", "heap"}, 1, 2), Restorer: &Restorer{}, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK || len(r.Targets) != 4 {
+		t.Fatalf("ok %v, %d targets: %v", r.OK, len(r.Targets), r.Failures())
+	}
+	var tab strings.Builder
+	if err := r.WriteTable(&tab); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range r.Targets {
+		if tr.Skipped == "" || !strings.Contains(tab.String(), "NOTE "+tr.Name+": not restored") {
+			t.Fatalf("%s: not marked skipped:\n%s", tr.Name, tab.String())
+		}
+	}
+}
