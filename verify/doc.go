@@ -3,7 +3,10 @@
 // per operator, state and key group, restores it into state backends at
 // chosen parallelisms (through a Restorer; package verify/restore uses the
 // engine), digests what each backend returns after a canonical re-export,
-// and compares.
+// and compares. An operator whose max parallelism is below a target's
+// parallelism (a global operator has 1) is restored at its max
+// parallelism, and the target's result names it (RestoredParallelism); a
+// savepoint without keyed state has nothing to restore (Skipped).
 //
 // A group digest holds the number of entries, the sum of multiset counts
 // (the Integer values of MapState<RowData, Integer> join records) and of

@@ -77,8 +77,17 @@ func Merge(rs []*Report) (*Report, error) {
 			if t.Name != a.tr.Name {
 				return nil, fmt.Errorf("verify: merge: shard %d target %d is %s, want %s", r.ShardIndex, j, t.Name, a.tr.Name)
 			}
+			if t.Skipped != "" {
+				a.tr.Skipped = t.Skipped
+			}
 			if t.Error != "" {
 				a.tr.Error = appendLine(a.tr.Error, fmt.Sprintf("shard %s: %s", r.Shard, t.Error))
+			}
+			for id, p := range t.RestoredParallelism {
+				if a.tr.RestoredParallelism == nil {
+					a.tr.RestoredParallelism = map[string]int{}
+				}
+				a.tr.RestoredParallelism[id] = p
 			}
 			for id, msg := range t.OperatorErrors {
 				if a.tr.OperatorErrors == nil {

@@ -69,6 +69,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, t := range r.Targets {
+		if t.Skipped != "" {
+			fmt.Fprintf(w, "NOTE %s: not restored: %s\n", t.Name, t.Skipped)
+		}
+		for _, id := range sortedKeys(t.RestoredParallelism) {
+			fmt.Fprintf(w, "NOTE %s: operator %s restored at parallelism %d (its max parallelism)\n", t.Name, id, t.RestoredParallelism[id])
+		}
+	}
 	for _, f := range r.Failures() {
 		fmt.Fprintln(w, "FAIL "+f)
 	}
@@ -115,10 +123,14 @@ func (t *TargetResult) status(op, st string) string {
 			n++
 		}
 	}
-	if n == 0 {
-		return "ok"
+	s := "ok"
+	if n > 0 {
+		s = fmt.Sprintf("FAIL(%d kg)", n)
 	}
-	return fmt.Sprintf("FAIL(%d kg)", n)
+	if p, ok := t.RestoredParallelism[op]; ok {
+		s += fmt.Sprintf(" (p%d)", p)
+	}
+	return s
 }
 
 type junitSuites struct {
@@ -200,6 +212,9 @@ func (r *Report) JUnit() ([]byte, error) {
 			if r.Digest != nil {
 				tot := r.Digest.Total(os[0], os[1])
 				c.SystemOut = fmt.Sprintf("operator %s state %s: %d entries, counts %d, associations %d, %d TTL timestamps, %d expired", os[0], os[1], tot.Entries, tot.Counts, tot.Associations, tot.TTLEntries, tot.Expired)
+			}
+			if p, ok := t.RestoredParallelism[os[0]]; ok {
+				c.SystemOut = appendLine(c.SystemOut, fmt.Sprintf("restored at parallelism %d (its max parallelism)", p))
 			}
 			s.Cases = append(s.Cases, c)
 			s.Tests++

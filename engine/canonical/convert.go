@@ -280,7 +280,7 @@ func (c *stateCodec) flinkValue(dst []byte, ts int64, payload []byte) ([]byte, e
 		at := len(dst)
 		dst = append(dst, 0, 0, 0, 0)
 		var err error
-		dst, _, err = c.frow.ToBinaryRow(dst, c.tmp, rowcodec.RowKindInsert)
+		dst, _, err = c.frow.ToBinaryRow(dst, c.tmp)
 		if err != nil {
 			return dst, fmt.Errorf("%w: value row: %v", ErrConvert, err)
 		}
@@ -382,12 +382,10 @@ func (c *stateCodec) engineValue(dst, v []byte) ([]byte, error) {
 		if len(v) < 4 || int64(binary.BigEndian.Uint32(v)) != int64(len(v)-4) {
 			return dst, convErr("value row size prefix does not match its %d bytes", len(v))
 		}
-		out, kind, err := c.frow.FromBinaryRow(dst, ts, v[4:])
+		// The row kind (+I, -U, +U, -D) stays in the row's header byte.
+		out, _, err := c.frow.FromBinaryRow(dst, ts, v[4:])
 		if err != nil {
 			return dst, fmt.Errorf("%w: value row: %v", ErrConvert, err)
-		}
-		if kind != rowcodec.RowKindInsert {
-			return dst, convErr("value row has row kind %s (only +I is kept by the engine)", kind)
 		}
 		return out, nil
 	}
@@ -422,7 +420,7 @@ func (c *stateCodec) flinkList(dst []byte, ts int64, payload []byte) ([]byte, er
 			at := len(dst)
 			dst = append(dst, 0, 0, 0, 0)
 			var err error
-			if dst, _, err = c.frow.ToBinaryRow(dst, c.tmp, rowcodec.RowKindInsert); err != nil {
+			if dst, _, err = c.frow.ToBinaryRow(dst, c.tmp); err != nil {
 				ferr = fmt.Errorf("%w: list element row: %v", ErrConvert, err)
 				return false
 			}
@@ -522,13 +520,9 @@ func (c *stateCodec) engineList(dst, v []byte) ([]byte, error) {
 		el := v[:n]
 		v = v[n:]
 		if c.frow != nil {
-			var kind rowcodec.RowKind
-			c.tmp, kind, err = c.frow.FromBinaryRow(c.tmp[:0], 0, el[4:])
+			c.tmp, _, err = c.frow.FromBinaryRow(c.tmp[:0], 0, el[4:])
 			if err != nil {
 				return dst, fmt.Errorf("%w: list element %d row: %v", ErrConvert, i, err)
-			}
-			if kind != rowcodec.RowKindInsert {
-				return dst, convErr("list element %d has row kind %s (only +I is kept by the engine)", i, kind)
 			}
 			dst = binary.AppendUvarint(dst, uint64(len(c.tmp)-8))
 			dst = append(dst, c.tmp[8:]...)

@@ -21,7 +21,9 @@
 // name and uid) for 2.x; V6 on request.
 //
 // Import restores a canonical savepoint (written by Export or by Flink,
-// any state backend) into new backends at any parallelism: subtask j of P
+// any state backend; tag-7 handles, or tag-3/12 handles whose layout the
+// savepoint reader finds canonical, as in Flink 1.11 savepoints and RocksDB
+// full checkpoints: savepoint.Savepoint.KeyedLayout) into new backends at any parallelism: subtask j of P
 // gets Flink's key-group range, and reads from each old stream only the
 // key groups of that range, by range reads at the offsets recorded in the
 // handle (as Flink's StateAssignmentOperation does). Every stream header is
@@ -37,18 +39,21 @@
 // String or a Tuple1 of those; void, Long, TimeWindow and GlobalWindow
 // namespaces; values, elements and user values that are flat SQL rows (the
 // row codec's types) or Long/Int/String, converted to the engine's
-// encodings; TTL on all of them. Values, list elements, map user keys and
-// user values of any other serializer package serde decodes (tuples of
-// several fields, rows with structured, nested or RAW fields, Boolean,
-// External serializers, ...) are carried raw: the engine keeps Flink's
-// bytes under the kept snapshot and writes them back unchanged, NULL map
-// values included (a flag byte ahead of the raw bytes). Raw elements of a
+// encodings; TTL on all of them. A row's RowKind (+I, -U, +U, -D, byte 0
+// of BinaryRowData) is kept in the row codec's header byte and written
+// back. Values, list elements, map user keys and user values of any other
+// serializer (tuples of several fields, rows with structured, nested or
+// RAW fields, Boolean, Kryo, user serializers package serde cannot decode,
+// ...) are carried raw, opaque to the engine: it keeps Flink's bytes under
+// the kept snapshot and writes them back unchanged, NULL map values
+// included (a flag byte ahead of the raw bytes). Raw elements of a
 // TTL list need a fixed length (the engine takes each element's timestamp
 // off); a list without TTL whose elements have no fixed length is kept as
 // one engine element holding Flink's ','-joined list. Timers and other
 // priority-queue states are carried as raw elements too (key-group prefix
-// stripped). Serializers serde cannot decode, and NULL user values of a
-// typed (row or primitive) map, fail the import; the former up front.
+// stripped). NULL user values of a typed (row or primitive) map fail the
+// import, and so do key and namespace serializers without a typed mapping
+// (up front).
 // Non-keyed operator state is not imported (Import reports what it skipped
 // in ImportResult.Skipped).
 //

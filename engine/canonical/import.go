@@ -265,9 +265,16 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 		if st.ManagedKeyed == nil {
 			continue
 		}
+		// The layout decision is the savepoint reader's: tag 7, or tag
+		// 3/12 of a canonical savepoint, or (checkpoints, V3 files such as
+		// Flink 1.11 savepoints) whatever the first key group shows.
+		layout, err := sp.KeyedLayout(ctx, st.ManagedKeyed)
+		if err != nil {
+			return nil, err
+		}
 		h, ok := st.ManagedKeyed.(*savepoint.KeyGroupsHandle)
-		if !ok || h.Tag != savepoint.TagSavepointKeyGroups {
-			return nil, fmt.Errorf("%w: %s: operator %s subtask %d: keyed handle tag %d is not a canonical savepoint handle", savepoint.ErrNativeLayout, sp.Name(), op.ID, st.Index, st.ManagedKeyed.HandleTag())
+		if !ok || layout != savepoint.LayoutCanonical {
+			return nil, fmt.Errorf("%w: %s: operator %s subtask %d: keyed handle tag %d holds the %s layout", savepoint.ErrNativeLayout, sp.Name(), op.ID, st.Index, st.ManagedKeyed.HandleTag(), layout)
 		}
 		obj, err := sp.OpenStream(ctx, h.Delegate, o.ReadAhead)
 		if err != nil {
@@ -531,22 +538,24 @@ func typeOf(s *serde.Snapshot, role string) (engine.Type, error) {
 // user values (user keys are the rest of Flink's key bytes, and the engine
 // compares them byte for byte, as Flink's RocksDB backend does): a
 // serializer without a typed engine mapping (tuples of several fields,
-// rows with structured, nested or RAW fields, Boolean, ...) is carried raw
-// (Flink's bytes unchanged under the kept snapshot) when package serde can
-// decode it, so checks and digests still see the values. Raw elements of
-// a TTL list must have a fixed length: the engine splits Flink's list into
-// elements to take their timestamps off (see stateCodec.rawLen).
+// rows with structured, nested or RAW fields, Boolean, user serializers
+// package serde cannot decode, ...) is carried raw: Flink's bytes
+// unchanged under the kept snapshot, opaque to the engine, exported back
+// byte for byte (checks and digests decode them when package serde can,
+// and see serde.Raw otherwise). The entry format delimits values, user
+// keys and user values, so their serializer need not be known. Raw
+// elements of a TTL list must have a fixed length: the engine splits
+// Flink's list into elements to take their timestamps off (see
+// stateCodec.rawLen).
 func valueTypeOf(s *serde.Snapshot, role string, ttlList bool) (engine.Type, error) {
 	t, err := typeOf(s, role)
 	if err == nil || s == nil {
 		return t, err
 	}
-	dec := serde.NewDecoder(s)
-	if !dec.Supported() {
-		return t, err
-	}
-	if ttlList && dec.Len() < 0 {
-		return t, fmt.Errorf("%v (elements of a TTL list are kept as raw bytes only with a fixed length)", err)
+	if ttlList {
+		if dec := serde.NewDecoder(s); !dec.Supported() || dec.Len() < 0 {
+			return t, fmt.Errorf("%v (elements of a TTL list are kept as raw bytes only with a fixed length)", err)
+		}
 	}
 	return engine.Type{Kind: engine.TypeRaw, Snapshot: rawSnap(s)}, nil
 }

@@ -112,7 +112,7 @@ func (c *joinCodec) flinkEntry(kb, vb []byte, kg, width int, it scanItem) ([]byt
 	c.tmp = append(c.tmp, it.payload...)
 	at := len(kb)
 	kb = append(kb, 0, 0, 0, 0)
-	if kb, _, err = c.rows[it.side].ToBinaryRow(kb, c.tmp, rowcodec.RowKindInsert); err != nil {
+	if kb, _, err = c.rows[it.side].ToBinaryRow(kb, c.tmp); err != nil {
 		return kb, vb, fmt.Errorf("%w: join row: %v", ErrConvert, err)
 	}
 	binary.BigEndian.PutUint32(kb[at:], uint32(len(kb)-at-4))
@@ -148,13 +148,11 @@ func (c *joinCodec) engineEntry(kb, vb []byte, width, kg int, side uint8, key, n
 	if len(userKey) < 4 || int64(binary.BigEndian.Uint32(userKey)) != int64(len(userKey)-4) {
 		return kb, vb, convErr("join row size prefix does not match its %d bytes", len(userKey))
 	}
-	var kind rowcodec.RowKind
-	c.tmp, kind, err = c.rows[side].FromBinaryRow(c.tmp, 0, userKey[4:])
+	// Flink erases the kind of join records (+I), but another one stays
+	// in the row's header byte.
+	c.tmp, _, err = c.rows[side].FromBinaryRow(c.tmp, 0, userKey[4:])
 	if err != nil {
 		return kb, vb, fmt.Errorf("%w: join row: %v", ErrConvert, err)
-	}
-	if kind != rowcodec.RowKindInsert {
-		return kb, vb, convErr("join row has row kind %s (only +I is kept)", kind)
 	}
 	kb = recordstore.AppendRecordKey(kb, width, kg, recordstore.Side(side), c.tmp[:keyLen], c.tmp[keyLen+8:])
 	if len(v) < 1 || v[0] != 0 {

@@ -162,9 +162,13 @@ func (rw *rewriter) keyedHandle(ctx context.Context, op *savepoint.OperatorState
 	if kh == nil {
 		return nil, nil
 	}
+	layout, err := rw.src.KeyedLayout(ctx, kh)
+	if err != nil {
+		return nil, err
+	}
 	h, ok := kh.(*savepoint.KeyGroupsHandle)
-	if !ok || h.Tag != savepoint.TagSavepointKeyGroups {
-		return nil, fmt.Errorf("%w: keyed handle tag %d", savepoint.ErrNativeLayout, kh.HandleTag())
+	if !ok || layout != savepoint.LayoutCanonical {
+		return nil, fmt.Errorf("%w: keyed handle tag %d holds the %s layout", savepoint.ErrNativeLayout, kh.HandleTag(), layout)
 	}
 	obj, err := rw.src.OpenStream(ctx, h.Delegate, rw.o.ReadAhead)
 	if err != nil {

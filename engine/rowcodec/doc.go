@@ -18,7 +18,13 @@
 //	  - ttl: the last-access time in epoch milliseconds (Flink's TTL
 //	    semantics), big-endian so a compaction filter reads it as one integer.
 //	    NoTTL (0) when the state has no TTL.
-//	  - version: FormatV1. A decoder rejects any other value.
+//	  - version: FormatV1 in the low four bits; bits 4-5 hold the Flink
+//	    RowKind of the row (0 = +I, 1 = -U, 2 = +U, 3 = -D), bits 6-7 are
+//	    zero, so an insert row's byte is 0x01 and an update-after row's
+//	    0x21. A decoder rejects any other value. The kind comes from the
+//	    BinaryRowData a row was converted from (FlinkRow) and goes back
+//	    into it; Arrow batches carry none (EncodeBatch and EncodeRow write
+//	    +I, decoders accept every kind), see Kind and SetKind.
 //	  - n: the number of top-level fields; it must equal the schema's field
 //	    count, which catches most schema mix-ups.
 //	  - null bitmap: bit i (byte i>>3, mask 1<<(i&7)) set means field i is
@@ -64,7 +70,8 @@
 // Strings are not checked for valid UTF-8; they come back byte for byte.
 //
 // The encoding is canonical: varints must be minimal, bools 0 or 1 and
-// bitmap padding zero, so a value that decodes re-encodes to the same bytes.
+// bitmap padding zero, so a value that decodes re-encodes to the same bytes
+// (once its row kind is set back with SetKind).
 //
 // # Batches
 //

@@ -162,15 +162,14 @@ const (
 
 // ToBinaryRow appends the BinaryRowData form of value (a value of this
 // package: TTL prefix and row) to dst, and returns the value's TTL. The TTL
-// is not part of the row; Flink keeps it in a TtlValue around the row.
-func (f *FlinkRow) ToBinaryRow(dst, value []byte, kind RowKind) ([]byte, int64, error) {
-	if kind > RowKindDelete {
-		return dst, 0, fmt.Errorf("%w: row kind %d", ErrCorrupt, kind)
-	}
+// is not part of the row; Flink keeps it in a TtlValue around the row. The
+// row kind (byte 0) is the one recorded in value's header byte (see Kind).
+func (f *FlinkRow) ToBinaryRow(dst, value []byte) ([]byte, int64, error) {
 	r := reader{b: value}
 	if err := f.c.validate(&r); err != nil {
 		return dst, 0, err
 	}
+	kind := Kind(value)
 	r.pos = 0
 	bm, _ := f.c.header(&r)
 	base := len(dst)
@@ -290,7 +289,8 @@ func floorDiv(a, b int64) int64 {
 func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
 
 // FromBinaryRow parses BinaryRowData bytes of this schema and appends the
-// equivalent value of this package, with prefix ttl, to dst. Every offset
+// equivalent value of this package, with prefix ttl, to dst; the row kind
+// is kept in the value's header byte (and returned). Every offset
 // and length in brow is checked against its size; errors are *DecodeError
 // with the byte offset inside brow.
 func (f *FlinkRow) FromBinaryRow(dst []byte, ttl int64, brow []byte) ([]byte, RowKind, error) {
@@ -312,7 +312,7 @@ func (f *FlinkRow) FromBinaryRow(dst []byte, ttl int64, brow []byte) ([]byte, Ro
 		}
 	}
 	out := binary.BigEndian.AppendUint64(dst, uint64(ttl))
-	out = append(out, FormatV1)
+	out = append(out, headerByte(kind))
 	out = binary.AppendUvarint(out, uint64(n))
 	bmPos := len(out)
 	out = append(out, make([]byte, bitmapLen(n))...)

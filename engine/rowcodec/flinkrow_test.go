@@ -35,7 +35,10 @@ func toBinary(t *testing.T, c *Codec, f *FlinkRow, kind RowKind, row []any) []by
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, _, err := f.ToBinaryRow(nil, v, kind)
+	if err := SetKind(v, kind); err != nil {
+		t.Fatal(err)
+	}
+	b, _, err := f.ToBinaryRow(nil, v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +114,13 @@ func TestBinaryRowRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 		kind := RowKind(ri % 4)
-		b, ttl, err := f.ToBinaryRow([]byte("pre"), v, kind)
+		if err := SetKind(v, kind); err != nil {
+			t.Fatal(err)
+		}
+		if Kind(v) != kind {
+			t.Fatalf("row %d: Kind %v after SetKind %v", ri, Kind(v), kind)
+		}
+		b, ttl, err := f.ToBinaryRow([]byte("pre"), v)
 		if err != nil {
 			t.Fatalf("row %d: %v", ri, err)
 		}
@@ -126,8 +135,8 @@ func TestBinaryRowRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatalf("row %d: parse: %v", ri, err)
 		}
-		if gotKind != kind {
-			t.Fatalf("row %d: kind %v", ri, gotKind)
+		if gotKind != kind || b[0] != byte(kind) {
+			t.Fatalf("row %d: kind %v, BinaryRowData byte 0 = %d, want %v", ri, gotKind, b[0], kind)
 		}
 		if !bytes.Equal(back, v) {
 			_, gotRow, _ := c.DecodeRow(back)
@@ -146,7 +155,7 @@ func TestBinaryRowRoundTrip(t *testing.T) {
 	}
 	// The minimal two's complement of a wide decimal, as Java writes it.
 	v, _ := c.EncodeRow(nil, 0, append(make([]any, 14), decimal128.FromI64(-1), nil))
-	b, _, err := f.ToBinaryRow(nil, v, RowKindInsert)
+	b, _, err := f.ToBinaryRow(nil, v)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +201,7 @@ func TestBinaryRowCorrupt(t *testing.T) {
 	if _, err := NewFlinkRow(mustCodec(t, arrow.Field{Name: "l", Type: arrow.ListOf(arrow.PrimitiveTypes.Int8)})); !errors.Is(err, ErrUnsupportedType) {
 		t.Fatalf("list field: %v", err)
 	}
-	if _, _, err := f.ToBinaryRow(nil, []byte{1, 2}, RowKindInsert); err == nil {
+	if _, _, err := f.ToBinaryRow(nil, []byte{1, 2}); err == nil {
 		t.Fatal("garbage value converted")
 	}
 }
@@ -340,7 +349,7 @@ func TestBinaryRowFixtures(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				b, _, err := f.ToBinaryRow(nil, v, RowKindInsert)
+				b, _, err := f.ToBinaryRow(nil, v)
 				if err != nil {
 					t.Fatal(err)
 				}

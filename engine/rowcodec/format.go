@@ -10,11 +10,52 @@ import (
 const (
 	// TTLSize is the size of the big-endian last-access prefix.
 	TTLSize = 8
-	// FormatV1 is the version byte that follows the TTL prefix.
+	// FormatV1 is the version byte that follows the TTL prefix, in its
+	// low four bits; bits 4-5 hold the row's Flink RowKind (0 = +I, so an
+	// insert row's header byte is FormatV1 itself) and bits 6-7 are zero.
 	FormatV1 byte = 0x01
+	// kindShift is the position of the row kind in the header byte.
+	kindShift = 4
 	// NoTTL is the prefix written when a state has no TTL.
 	NoTTL int64 = 0
 )
+
+// headerByte is the header byte of a FormatV1 row of kind k.
+func headerByte(k RowKind) byte { return FormatV1 | byte(k)<<kindShift }
+
+// parseHeaderByte splits a header byte into format and row kind; false for
+// another format or a kind outside +I..-D.
+func parseHeaderByte(b byte) (RowKind, bool) {
+	k := RowKind(b >> kindShift)
+	return k, b&(1<<kindShift-1) == FormatV1 && k <= RowKindDelete
+}
+
+// Kind returns the row kind recorded in value's header byte (+I for
+// values written from Arrow, which carries no row kind). It reads one
+// byte; a value too short for a header yields +I.
+func Kind(value []byte) RowKind {
+	if len(value) <= TTLSize {
+		return RowKindInsert
+	}
+	k, _ := parseHeaderByte(value[TTLSize])
+	return k
+}
+
+// SetKind records the row kind k in value's header byte, in place (not on
+// memory owned by RocksDB). The row bytes are not parsed.
+func SetKind(value []byte, k RowKind) error {
+	if len(value) <= TTLSize {
+		return &DecodeError{Offset: len(value), Err: ErrTruncated}
+	}
+	if _, ok := parseHeaderByte(value[TTLSize]); !ok {
+		return &DecodeError{Offset: TTLSize, Err: fmt.Errorf("%w: 0x%02x", ErrVersion, value[TTLSize])}
+	}
+	if k > RowKindDelete {
+		return fmt.Errorf("%w: row kind %d", ErrCorrupt, k)
+	}
+	value[TTLSize] = headerByte(k)
+	return nil
+}
 
 // minValueSize is the smallest possible value: prefix, version, a one-byte
 // field count (0) and an empty bitmap.

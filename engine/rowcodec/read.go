@@ -73,7 +73,8 @@ func (c *Codec) header(r *reader) ([]byte, bool) {
 		return nil, false
 	}
 	r.pos = TTLSize
-	if v := r.b[r.pos]; v != FormatV1 {
+	if _, ok := parseHeaderByte(r.b[r.pos]); !ok {
+		v := r.b[r.pos]
 		return nil, r.fail("", fmt.Errorf("%w: 0x%02x", ErrVersion, v))
 	}
 	r.pos++

@@ -237,13 +237,16 @@ func TestDecodeCorrupt(t *testing.T) {
 		want error
 	}{
 		{"version", mut(func(b []byte) []byte { b[8] = 2; return b }), ErrVersion},
+		{"row kind 4", mut(func(b []byte) []byte { b[8] = 0x41; return b }), ErrVersion},
+		{"header bits 6-7", mut(func(b []byte) []byte { b[8] = 0x81; return b }), ErrVersion},
+		{"-D kind decodes", mut(func(b []byte) []byte { b[8] = 0x31; return b }), nil},
 		{"trailing", mut(func(b []byte) []byte { return append(b, 0) }), ErrCorrupt},
 		{"bool", mut(func(b []byte) []byte { b[8+1+1+3] = 2; return b }), ErrCorrupt},
 		{"bitmap padding", mut(func(b []byte) []byte { b[8+1+1+2] |= 0x80; return b }), ErrCorrupt},
 		{"count", mut(func(b []byte) []byte { b[9] = 20; return b }), ErrSchemaMismatch},
 	}
 	for _, tc := range cases {
-		if _, _, err := c.DecodeRow(tc.val); !errors.Is(err, tc.want) {
+		if _, _, err := c.DecodeRow(tc.val); !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
 			t.Errorf("%s: err %v, want %v", tc.name, err, tc.want)
 		}
 	}

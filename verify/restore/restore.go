@@ -87,7 +87,14 @@ func (r *Restorer) Restore(ctx context.Context, sp *savepoint.Savepoint, t verif
 		cleanup()
 	}
 	for _, op := range src.Meta.Operators {
-		res, err := canonical.Import(ctx, operatorView(src, op), factory, io)
+		// An operator whose max parallelism is below the target's (a
+		// global operator has 1) is restored at its max parallelism;
+		// verify reports it from the restored metadata.
+		oio := io
+		if maxP := int(op.MaxParallelism); maxP > 0 && oio.Parallelism > maxP {
+			oio.Parallelism = maxP
+		}
+		res, err := canonical.Import(ctx, operatorView(src, op), factory, oio)
 		if err != nil {
 			if errors.Is(err, canonical.ErrUnsupported) && ctx.Err() == nil {
 				failed[op.ID.String()] = err.Error()

@@ -74,8 +74,9 @@ func init() {
 		Description: `Checks the savepoint's structure, digests its keyed state per operator,
 state and key group (entries, multiset and association counts, TTL
 timestamps, an order-independent hash of every entry), restores it into each
-backend at each parallelism (default: the savepoint's and one more),
-exports what the backend returns as a canonical savepoint and compares the
+backend at each parallelism (default: the savepoint's and one more; an
+operator whose max parallelism is lower, such as a global one, restores at
+its max parallelism and the report says so), exports what the backend returns as a canonical savepoint and compares the
 digests. Any difference names the operator, state and key group and shows
 the first differing entries decoded side by side.
 
@@ -306,11 +307,11 @@ func verifyBackends(s string) ([]string, error) {
 }
 
 // verifyParallelisms parses --parallelism; the default is the savepoint's
-// own (0) and one more than the largest operator parallelism, when every
-// operator's max parallelism allows it.
+// own (0) and one more than the largest operator parallelism, when some
+// operator's max parallelism allows it (the others restore at their max).
 func verifyParallelisms(s string, sp *savepoint.Savepoint) ([]int, error) {
 	if s == "" && sp != nil {
-		p, maxP := 0, 1<<30
+		p, maxP := 0, 0
 		for _, op := range sp.Meta.Operators {
 			keyed := false
 			for _, st := range op.Subtasks {
@@ -318,7 +319,7 @@ func verifyParallelisms(s string, sp *savepoint.Savepoint) ([]int, error) {
 			}
 			if keyed {
 				p = max(p, int(op.Parallelism))
-				maxP = min(maxP, int(op.MaxParallelism))
+				maxP = max(maxP, int(op.MaxParallelism))
 			}
 		}
 		if p > 0 && p+1 <= maxP {
