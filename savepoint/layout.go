@@ -10,9 +10,10 @@ import (
 // decision the entry reader (WalkKeyed) makes: the handle tag, then the
 // trailer's format type, and, where both leave it open (tag 3/12 handles of
 // checkpoints, V3 files such as Flink 1.11 savepoints), a probe of the
-// first non-empty key group. Only that probe opens the stream; its errors
-// are returned.
-func (sp *Savepoint) KeyedLayout(ctx context.Context, kh KeyedHandle) (string, error) {
+// first non-empty key group (parsed both ways; see probeNativeHeap), which
+// needs the operator's max parallelism. Only that probe opens the stream;
+// its errors are returned.
+func (sp *Savepoint) KeyedLayout(ctx context.Context, kh KeyedHandle, maxParallelism int) (string, error) {
 	layout := sp.handleLayout(kh)
 	h, ok := kh.(*KeyGroupsHandle)
 	if !ok {
@@ -28,5 +29,5 @@ func (sp *Savepoint) KeyedLayout(ctx context.Context, kh KeyedHandle) (string, e
 	if err != nil {
 		return "", err
 	}
-	return fileLayout(layout, f, h), nil
+	return fileLayout(layout, f, h, maxParallelism), nil
 }

@@ -215,22 +215,6 @@ func probeNativeHeap(f *keyedFile, h *KeyGroupsHandle, maxParallelism int) bool 
 	return false
 }
 
-// KeyedLayout tells how the data of key-groups handle h (of an operator
-// with the given max parallelism) is laid out: LayoutCanonical or LayoutNativeHeap (read with
-// keyed.ReadOptions.Heap). The handle tag and the savepoint's format decide
-// where they can; otherwise (tag 12/3 of a checkpoint or of a V3 file) the
-// first key group is probed (see probeNativeHeap).
-func (sp *Savepoint) KeyedLayout(ctx context.Context, h *KeyGroupsHandle, maxParallelism int) (string, error) {
-	if l := sp.handleLayout(h); l != "" {
-		return l, nil
-	}
-	f, err := sp.openKeyed(ctx, h, 0)
-	if err != nil {
-		return "", err
-	}
-	return fileLayout("", f, h, maxParallelism), nil
-}
-
 // WalkKeyed decodes the keyed entries selected by o and calls fn for each,
 // in metadata order (operator, subtask) and ascending key group. Native
 // handles fail with ErrNativeLayout unless o.SkipNative.

@@ -268,7 +268,7 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 		// The layout decision is the savepoint reader's: tag 7, or tag
 		// 3/12 of a canonical savepoint, or (checkpoints, V3 files such as
 		// Flink 1.11 savepoints) whatever the first key group shows.
-		layout, err := sp.KeyedLayout(ctx, st.ManagedKeyed)
+		layout, err := sp.KeyedLayout(ctx, st.ManagedKeyed, int(op.MaxParallelism))
 		if err != nil {
 			return nil, err
 		}

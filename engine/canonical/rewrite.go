@@ -162,7 +162,7 @@ func (rw *rewriter) keyedHandle(ctx context.Context, op *savepoint.OperatorState
 	if kh == nil {
 		return nil, nil
 	}
-	layout, err := rw.src.KeyedLayout(ctx, kh)
+	layout, err := rw.src.KeyedLayout(ctx, kh, int(op.MaxParallelism))
 	if err != nil {
 		return nil, err
 	}

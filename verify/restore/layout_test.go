@@ -106,7 +106,7 @@ func TestVerifyTag3Canonical(t *testing.T) {
 					if tag := st.ManagedKeyed.HandleTag(); tag != savepoint.TagKeyGroups {
 						t.Fatalf("handle tag %d after the rewrite", tag)
 					}
-					if l, err := sp.KeyedLayout(ctx, st.ManagedKeyed); err != nil || l != savepoint.LayoutCanonical {
+					if l, err := sp.KeyedLayout(ctx, st.ManagedKeyed, int(op.MaxParallelism)); err != nil || l != savepoint.LayoutCanonical {
 						t.Fatalf("operator %s subtask %d: layout %q, %v", op.ID, st.Index, l, err)
 					}
 				}
