@@ -28,6 +28,10 @@ func TestHeapLayoutAgreesWithExpectedEntries(t *testing.T) {
 		{"flink1.15-hashmap-checkpoint", func(t *testing.T) *Savepoint {
 			return openDir(t, fixtures.MorePath(t, "flink1.15-hashmap-checkpoint", "savepoint"))
 		}},
+		// _metadata V2, tag-3 handles, everything inline, legacy snapshots.
+		{"flink1.9-heap-savepoint-metadata-v2", func(t *testing.T) *Savepoint {
+			return openDir(t, fixtures.MorePath(t, "flink1.9-heap-savepoint-metadata-v2", "savepoint"))
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -155,6 +159,7 @@ func TestCheckHeapLayout(t *testing.T) {
 	for _, sp := range []*Savepoint{
 		openFixture(t, heapFixture),
 		openDir(t, fixtures.MorePath(t, "flink1.15-hashmap-checkpoint", "savepoint")),
+		openDir(t, fixtures.MorePath(t, "flink1.9-heap-savepoint-metadata-v2", "savepoint")),
 	} {
 		probs, stats := Check(ctx, sp, CheckOptions{})
 		if len(probs) != 0 || stats.Entries != 32 || stats.KeysVerified != 32 || stats.NativeHandles != 0 {
