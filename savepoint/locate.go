@@ -390,3 +390,87 @@ func listDirs(ctx context.Context, st s3.Storage, prefix string, limit int) ([]s
 	sort.Strings(out)
 	return out, nil
 }
+
+// FindOptions bounds FindSnapshots.
+type FindOptions struct {
+	// MaxDepth is how many directory levels below the prefix are searched
+	// (default 4: root/job/chk-N, or a/b/savepoint).
+	MaxDepth int
+	// MaxDirs bounds the directories visited (default 10000).
+	MaxDirs int
+	// MaxListing bounds the entries of one listing (DefaultMaxListing).
+	MaxListing int
+}
+
+// Found is one `_metadata` FindSnapshots found.
+type Found struct {
+	MetadataKey string
+	// Kind is "savepoint" or "checkpoint" (in a chk-<id> directory).
+	Kind         string
+	CheckpointID int64
+	ModTime      time.Time
+	MetadataSize int64
+}
+
+// FindSnapshots lists the savepoints and checkpoints at or below prefix,
+// in key order: every directory holding a `_metadata`, searched
+// breadth-first to o.MaxDepth levels. Directories with a `_metadata` are
+// not searched further, and shared/ and taskowned/ directories are
+// skipped, so the files of snapshots are never listed. truncated is set
+// when o.MaxDirs stopped the search.
+func FindSnapshots(ctx context.Context, st s3.Storage, prefix string, o FindOptions) (found []Found, truncated bool, err error) {
+	if o.MaxDepth <= 0 {
+		o.MaxDepth = 4
+	}
+	if o.MaxDirs <= 0 {
+		o.MaxDirs = 10000
+	}
+	if o.MaxListing <= 0 {
+		o.MaxListing = DefaultMaxListing
+	}
+	type dir struct {
+		key   string
+		depth int
+	}
+	queue := []dir{{strings.Trim(prefix, "/"), 0}}
+	visited := 0
+	for len(queue) > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		d := queue[0]
+		queue = queue[1:]
+		if visited++; visited > o.MaxDirs {
+			truncated = true
+			break
+		}
+		mk := s3.JoinKey(d.key, MetadataName)
+		info, err := st.Stat(ctx, mk)
+		if err == nil {
+			f := Found{MetadataKey: mk, Kind: "savepoint", ModTime: info.ModTime, MetadataSize: info.Size}
+			if id, ok := CheckpointDirID(path.Base(d.key)); ok && d.key != "" {
+				f.Kind, f.CheckpointID = "checkpoint", id
+			}
+			found = append(found, f)
+			continue
+		}
+		if !s3.IsNotExist(err) {
+			return nil, false, fmt.Errorf("savepoint: %s: %w", joinName(st.String(), mk), err)
+		}
+		if d.depth >= o.MaxDepth {
+			continue
+		}
+		subs, err := listDirs(ctx, st, d.key, o.MaxListing)
+		if err != nil {
+			return nil, false, err
+		}
+		for _, s := range subs {
+			if s == "shared" || s == "taskowned" {
+				continue
+			}
+			queue = append(queue, dir{s3.JoinKey(d.key, s), d.depth + 1})
+		}
+	}
+	sort.Slice(found, func(i, j int) bool { return found[i].MetadataKey < found[j].MetadataKey })
+	return found, truncated, nil
+}
