@@ -339,4 +339,3 @@ func (f *failingStore) Copy(ctx context.Context, src, dst string) error {
 	}
 	return f.Storage.Copy(ctx, src, dst)
 }
-
