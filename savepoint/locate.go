@@ -131,7 +131,10 @@ func Locate(ctx context.Context, st s3.Storage, prefix string, o LocateOptions) 
 		o.MaxListing = DefaultMaxListing
 	}
 	prefix = strings.Trim(prefix, "/")
-	name := joinName(st.String(), prefix)
+	name := st.String()
+	if prefix != "" {
+		name = joinName(name, prefix)
+	}
 	if prefix == MetadataName || strings.HasSuffix(prefix, "/"+MetadataName) {
 		if _, err := st.Stat(ctx, prefix); err != nil {
 			if s3.IsNotExist(err) {
@@ -302,7 +305,10 @@ func pickInJob(ctx context.Context, st s3.Storage, jp string, ids []int64, want 
 // Local stores follow symbolic links to directories; S3 lists with a
 // delimiter, so no object below a subdirectory is read.
 func listDirs(ctx context.Context, st s3.Storage, prefix string, limit int) ([]string, error) {
-	name := joinName(st.String(), prefix)
+	name := st.String()
+	if prefix != "" {
+		name = joinName(name, prefix)
+	}
 	tooMany := fmt.Errorf("savepoint: %s: more than %d entries; give a narrower location", name, limit)
 	var out []string
 	switch b := unwrapStore(st).(type) {
