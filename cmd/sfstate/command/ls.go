@@ -52,6 +52,8 @@ type lsEntry struct {
 	MetadataBytes   int64     `json:"metadataBytes"`
 	// Error is set when the `_metadata` could not be read.
 	Error string `json:"error,omitempty"`
+	// dirID is the id of the chk-<id> directory (ties of time).
+	dirID int64
 }
 
 func runLs(c *cli.Context) error {
@@ -85,7 +87,7 @@ func runLs(c *cli.Context) error {
 			return Fail(ExitIO, err)
 		}
 		dir := strings.TrimSuffix(strings.TrimSuffix(f.MetadataKey, savepoint.MetadataName), "/")
-		e := lsEntry{Path: dir, Kind: f.Kind, CheckpointID: f.CheckpointID, Time: f.ModTime.UTC(), MetadataBytes: f.MetadataSize}
+		e := lsEntry{Path: dir, Kind: f.Kind, CheckpointID: f.CheckpointID, Time: f.ModTime.UTC(), MetadataBytes: f.MetadataSize, dirID: f.CheckpointID}
 		if e.Path == "" {
 			e.Path = "."
 		}
@@ -112,6 +114,9 @@ func runLs(c *cli.Context) error {
 		}
 		if entries[i].CheckpointID != entries[j].CheckpointID {
 			return entries[i].CheckpointID > entries[j].CheckpointID
+		}
+		if entries[i].dirID != entries[j].dirID {
+			return entries[i].dirID > entries[j].dirID
 		}
 		return entries[i].Path < entries[j].Path
 	})
