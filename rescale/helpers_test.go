@@ -185,19 +185,12 @@ func treeHash(t *testing.T, dir string) string {
 
 // openAt opens a rescaled savepoint whose handles may be absolute paths into
 // another directory: the store is rooted at "/" so both trees are inside it.
+// openAt opens a rescaled savepoint the way every reader does: its
+// absolute handles into the source are followed through the recorded
+// sources.
 func openAt(t *testing.T, ctx context.Context, dir string) *savepoint.Savepoint {
 	t.Helper()
-	root := fsRoot{}
-	abs, err := filepath.Abs(filepath.Join(dir, savepoint.MetadataName))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := savepoint.Open(ctx, root, abs[1:])
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp.Dir = ""
-	return sp
+	return openDir(t, ctx, dir)
 }
 
 func openDir(t *testing.T, ctx context.Context, dir string) *savepoint.Savepoint {
@@ -350,45 +343,4 @@ func (f *failingStore) Copy(ctx context.Context, src, dst string) error {
 		return errInjected
 	}
 	return f.Storage.Copy(ctx, src, dst)
-}
-
-// fsRoot is a read-only store over the whole file system: key "a/b" is the
-// file "/a/b". Tests use it to follow absolute handles across directories.
-type fsRoot struct{ s3.Storage }
-
-func (fsRoot) String() string { return "/" }
-
-func (fsRoot) path(key string) string { return "/" + key }
-
-func (r fsRoot) Get(ctx context.Context, key string) (io.ReadCloser, error) {
-	f, err := os.Open(r.path(key))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%s: %w", key, s3.ErrNotExist)
-	}
-	return f, err
-}
-
-func (r fsRoot) GetRange(ctx context.Context, key string, off, n int64) (io.ReadCloser, error) {
-	b, err := os.ReadFile(r.path(key))
-	if err != nil {
-		return nil, err
-	}
-	if off < 0 || off > int64(len(b)) || (n >= 0 && off+n > int64(len(b))) {
-		return nil, fmt.Errorf("%s: range %d+%d outside %d bytes: %w", key, off, n, len(b), s3.ErrPermanent)
-	}
-	if n < 0 {
-		n = int64(len(b)) - off
-	}
-	return io.NopCloser(bytes.NewReader(b[off : off+n])), nil
-}
-
-func (r fsRoot) Stat(ctx context.Context, key string) (s3.ObjectInfo, error) {
-	fi, err := os.Stat(r.path(key))
-	if errors.Is(err, fs.ErrNotExist) {
-		return s3.ObjectInfo{}, fmt.Errorf("%s: %w", key, s3.ErrNotExist)
-	}
-	if err != nil {
-		return s3.ObjectInfo{}, err
-	}
-	return s3.ObjectInfo{Key: key, Size: fi.Size()}, nil
 }

@@ -241,6 +241,9 @@ type LayoutStats struct {
 	MaxParallelism    int    `json:"maxParallelism"`
 	OldHandles        int    `json:"oldHandles"`
 	NewHandles        int    `json:"newHandles"`
+	// Note says why the operator did not get the requested parallelism or
+	// max parallelism (e.g. Flink pins it at max parallelism 1).
+	Note string `json:"note,omitempty"`
 }
 
 // CanonicalViews rewrites a canonical keyed operator for restore at newP

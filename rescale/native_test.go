@@ -62,7 +62,7 @@ func TestFlinkNativeFixture(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if _, err := out.Store.Stat(ctx, loc.Key); err != nil {
+					if _, err := out.StoreOf(loc).Stat(ctx, loc.Key); err != nil {
 						t.Fatalf("rebased handle %s: %v", ns.Handle.Path, err)
 					}
 				}

@@ -133,14 +133,10 @@ func javaHashCode(v serde.Value, depth int) (int32, error) {
 	return 0, fmt.Errorf("key type %T has no known Java hashCode (supported: SQL key rows, primitives, String, Tuples)", v)
 }
 
-func (w *rewriter) operator(op *savepoint.OperatorState) (*savepoint.OperatorState, LayoutStats, error) {
+// operator rewrites op for parallelism n and max parallelism newMaxP.
+func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int) (*savepoint.OperatorState, LayoutStats, error) {
 	ctx := w.ctx
 	oldMaxP := int(op.MaxParallelism)
-	newMaxP := oldMaxP
-	if w.req.MaxParallelism > 0 {
-		newMaxP = w.req.MaxParallelism
-	}
-	n := w.req.Parallelism
 	stats := LayoutStats{Operator: op.ID.String(), Kind: KindCanonical.String(), OldParallelism: int(op.Parallelism), NewParallelism: n, MaxParallelism: newMaxP}
 	if err := keygroups.CheckParallelism(newMaxP, n); err != nil {
 		return nil, stats, fmt.Errorf("rescale: operator %s: parallelism %d with max parallelism %d: %w", op.ID, n, newMaxP, err)

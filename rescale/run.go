@@ -27,11 +27,21 @@ type Progress interface {
 
 // Options selects what Run does.
 type Options struct {
-	// Parallelism is the parallelism the job will be restored with.
+	// Parallelism is the parallelism the job will be restored with. It
+	// applies to every keyed operator whose max parallelism allows it; an
+	// operator with a smaller max parallelism (Flink pins global sorts,
+	// limits and non-keyed aggregates at 1) keeps its own parallelism and
+	// its LayoutStats.Note says so.
 	Parallelism int
 	// MaxParallelism > 0 re-keys every entry into a new key-group space
-	// (state files are rewritten).
+	// (state files are rewritten). It never applies to an operator whose
+	// max parallelism is 1.
 	MaxParallelism int
+	// OperatorParallelism and OperatorMaxParallelism set one operator's
+	// parallelism or max parallelism (keys: operator id, uid or name);
+	// unlike the job-wide values they must fit the operator.
+	OperatorParallelism    map[string]int
+	OperatorMaxParallelism map[string]int
 	// MergeFiles rewrites the keyed state into one file per new subtask.
 	MergeFiles bool
 	// Copy copies the source files the new `_metadata` references into the
@@ -50,8 +60,9 @@ type Options struct {
 // both are known by in handles.
 type Request struct {
 	Src *savepoint.Savepoint
-	// SrcURI is the absolute URI of the store root of Src ("file:/data/sp",
-	// "s3://bucket/prefix"); relative handles are rebased onto it.
+	// SrcURI, when set, is the absolute URI of the store root of Src
+	// ("file:/data/sp", "s3://bucket/prefix"); relative handles are rebased
+	// onto it. By default it is derived from the store (Src.URI).
 	SrcURI string
 	Dst    s3.Storage
 	// CopyStore, when set, holds both trees: source key k is SrcPrefix+k,
@@ -76,7 +87,8 @@ type Result struct {
 	// written as new state files (re-key, merge).
 	CopiedBytes    int64 `json:"copiedBytes"`
 	RewrittenBytes int64 `json:"rewrittenBytes"`
-	// BytesWritten = MetadataBytes + CopiedBytes + RewrittenBytes.
+	// BytesWritten = MetadataBytes + SourcesBytes + CopiedBytes +
+	// RewrittenBytes.
 	BytesWritten int64 `json:"bytesWritten"`
 	// ReferencedFiles are source files the new `_metadata` points at
 	// (absolute handles); CopiedFiles were copied; NewFiles written.
@@ -90,6 +102,11 @@ type Result struct {
 	Entries int64 `json:"entries,omitempty"`
 	// Native is the plan written for an engine checkpoint (PlanName).
 	Native *NativePlan `json:"native,omitempty"`
+	// Sources are the snapshot directories the new `_metadata` points
+	// into, as recorded in savepoint.SourcesName.
+	Sources []string `json:"sources,omitempty"`
+	// SourcesBytes is the size of that record.
+	SourcesBytes int64 `json:"sourcesBytes,omitempty"`
 }
 
 // Run rescales req.Src into req.Dst. Nothing under the source is written;
@@ -120,53 +137,58 @@ func Run(ctx context.Context, req Request) (_ *Result, retErr error) {
 	res := &Result{Source: src.Name(), Destination: req.Dst.String()}
 	md := *src.Meta
 	md.Operators = make([]*savepoint.OperatorState, len(src.Meta.Operators))
-	rw := req.MaxParallelism > 0 || req.MergeFiles
+	plans, err := planOperators(src, req.Options)
+	if err != nil {
+		return nil, err
+	}
 	var rewriter *rewriter
 	own := map[*savepoint.StreamHandle]bool{}
-	if rw {
-		rewriter = newRewriter(ctx, req, res, own)
+	for _, pl := range plans {
+		if pl.rewrite {
+			rewriter = newRewriter(ctx, req, res, own)
+			break
+		}
 	}
 	hasNative := false
 	for i, op := range src.Meta.Operators {
-		kind, err := Classify(op)
-		if err != nil {
-			return nil, err
-		}
-		switch kind {
+		pl := plans[i]
+		switch pl.kind {
 		case KindNonKeyed:
 			md.Operators[i] = op
 			continue
 		case KindNative:
-			if rw {
+			if pl.rewrite {
 				return nil, fmt.Errorf("%w: operator %s holds native (incremental RocksDB) handles; --max-parallelism and --merge-files need a canonical savepoint", ErrUnsupported, op.ID)
 			}
 			hasNative = true
-			nop, st, err := NativeViews(op, req.Parallelism)
+			nop, st, err := NativeViews(op, pl.p)
 			if err != nil {
 				return nil, err
 			}
+			st.Note = pl.note
 			md.Operators[i] = nop
 			res.Operators = append(res.Operators, st)
 		case KindCanonical:
-			if rw {
-				nop, st, err := rewriter.operator(op)
-				if err != nil {
-					return nil, err
-				}
-				md.Operators[i] = nop
-				res.Operators = append(res.Operators, st)
-				continue
+			var nop *savepoint.OperatorState
+			var st LayoutStats
+			var err error
+			switch {
+			case pl.rewrite:
+				nop, st, err = rewriter.operator(op, pl.p, pl.maxP)
+			case pl.keep:
+				nop, st = op, keptStats(op)
+			default:
+				nop, st, err = CanonicalViews(op, pl.p)
 			}
-			nop, st, err := CanonicalViews(op, req.Parallelism)
 			if err != nil {
 				return nil, err
 			}
+			st.Note = pl.note
 			md.Operators[i] = nop
 			res.Operators = append(res.Operators, st)
 		}
 	}
 	var written []s3.Written
-	var err error
 	if hasNative {
 		plan, err := ReadNativePlan(ctx, src, req.Parallelism)
 		if err != nil {
@@ -208,6 +230,21 @@ func Run(ctx context.Context, req Request) (_ *Result, retErr error) {
 		}
 		written = append(written, w...)
 	}
+	if tr.absolute {
+		// Record the source so that every reader follows the absolute
+		// handles into it (savepoint.SourcesName).
+		rec, err := savepoint.EncodeSources(append([]string{tr.sourceDir()}, src.Sources()...))
+		if err != nil {
+			return nil, err
+		}
+		w, err := s3.PutHashed(ctx, req.Dst, savepoint.SourcesName, bytes.NewReader(rec), int64(len(rec)))
+		if err != nil {
+			return nil, fmt.Errorf("rescale: writing %s: %w", savepoint.SourcesName, err)
+		}
+		written = append(written, w)
+		res.SourcesBytes = w.Size
+		res.Sources = append([]string{tr.sourceDir()}, src.Sources()...)
+	}
 	b, err := savepoint.EncodeMetadata(&md)
 	if err != nil {
 		return nil, fmt.Errorf("rescale: encoding the new _metadata: %w", err)
@@ -216,7 +253,7 @@ func Run(ctx context.Context, req Request) (_ *Result, retErr error) {
 		return nil, fmt.Errorf("rescale: the new _metadata does not parse back: %w", err)
 	}
 	res.MetadataBytes = int64(len(b))
-	res.BytesWritten = res.MetadataBytes + res.CopiedBytes + res.RewrittenBytes
+	res.BytesWritten = res.MetadataBytes + res.SourcesBytes + res.CopiedBytes + res.RewrittenBytes
 	if err := s3.CommitMetadata(ctx, req.Dst, written, savepoint.MetadataName, b); err != nil {
 		if s3.IsExist(err) {
 			return nil, fmt.Errorf("%w: %s", ErrExists, req.Dst.String())
@@ -237,6 +274,28 @@ type translator struct {
 	copied map[string]bool // source key -> scheduled
 	order  []string
 	sized  map[string]bool
+	// absolute is set once a handle of the new metadata points into the
+	// source.
+	absolute bool
+}
+
+// uri is the absolute URI of a resolved source location.
+func (t *translator) uri(loc savepoint.Location) string {
+	if t.req.SrcURI != "" && loc.Store == nil {
+		return strings.TrimSuffix(t.req.SrcURI, "/") + "/" + loc.Key
+	}
+	return t.req.Src.URI(loc)
+}
+
+// sourceDir is the URI of the source savepoint directory.
+func (t *translator) sourceDir() string {
+	if t.req.SrcURI != "" {
+		if t.req.Src.Dir == "" {
+			return strings.TrimSuffix(t.req.SrcURI, "/")
+		}
+		return strings.TrimSuffix(t.req.SrcURI, "/") + "/" + t.req.Src.Dir
+	}
+	return t.req.Src.DirURI()
 }
 
 func (t *translator) metadata(ctx context.Context, md *savepoint.Metadata, res *Result) error {
@@ -356,9 +415,20 @@ func (t *translator) stream(ctx context.Context, h *savepoint.StreamHandle, res 
 				c.Path = relKey(t.req.Src.Dir, loc.Key)
 			} else {
 				c.Tag = savepoint.TagFile
-				c.Path = strings.TrimSuffix(t.req.SrcURI, "/") + "/" + loc.Key
+				c.Path = t.uri(loc)
+				t.absolute = true
 			}
 		}
+	case savepoint.TagFile, savepoint.TagSegmentFile:
+		// Kept absolute, named where the source's read policy found it
+		// (so a mapped source yields an output that reads without the
+		// mapping).
+		loc, err := t.req.Src.Resolve(h)
+		if err != nil {
+			return nil, err
+		}
+		c.Path = t.uri(loc)
+		t.absolute = true
 	}
 	t.done[h] = &c
 	return &c, nil

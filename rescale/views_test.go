@@ -91,8 +91,8 @@ func TestRandomViews(t *testing.T) {
 		if got := treeHash(t, src); got != before {
 			t.Fatalf("iteration %d: source changed", it)
 		}
-		if !copyMode && res.BytesWritten != res.MetadataBytes {
-			t.Fatalf("views wrote %d bytes beyond metadata", res.BytesWritten-res.MetadataBytes)
+		if !copyMode && res.BytesWritten != res.MetadataBytes+res.SourcesBytes {
+			t.Fatalf("views wrote %d bytes beyond metadata", res.BytesWritten-res.MetadataBytes-res.SourcesBytes)
 		}
 		var out *savepoint.Savepoint
 		if copyMode {
@@ -252,8 +252,8 @@ func TestFixtureViews(t *testing.T) {
 				if err != nil {
 					t.Fatalf("p=%d views: %v", p, err)
 				}
-				if res2.BytesWritten != res2.MetadataBytes {
-					t.Fatalf("views wrote %d bytes beyond metadata", res2.BytesWritten-res2.MetadataBytes)
+				if res2.BytesWritten != res2.MetadataBytes+res2.SourcesBytes || (res2.SourcesBytes == 0) != (res2.ReferencedFiles == 0) {
+					t.Fatalf("views wrote %d bytes beyond metadata and the %d-byte record of sources", res2.BytesWritten-res2.MetadataBytes-res2.SourcesBytes, res2.SourcesBytes)
 				}
 				if len(want) > 0 {
 					sameCounts(t, "views", want, assignedEntries(t, ctx, openAt(t, ctx, dst2), p))

@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/url"
 	"path"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -37,6 +36,13 @@ type Savepoint struct {
 	// decode; see PropsErr).
 	Props    *Properties
 	PropsErr error
+	// Located says which checkpoint was picked when the location given to
+	// Locate named a job's checkpoint directory or a checkpoint root (nil
+	// otherwise). Set by the caller.
+	Located *Picked
+
+	// policy holds the read policy of OpenWith (nil: the defaults).
+	policy *policy
 }
 
 // Name names the savepoint for messages: store and metadata key.
@@ -60,8 +66,17 @@ func (sp *Savepoint) FormatType() string {
 	return ""
 }
 
-// Open reads and parses the metadata at metadataKey.
+// Open reads and parses the metadata at metadataKey with the default read
+// policy (OpenWith with zero options).
 func Open(ctx context.Context, st s3.Storage, metadataKey string) (*Savepoint, error) {
+	return OpenWith(ctx, st, metadataKey, OpenOptions{})
+}
+
+// OpenWith reads and parses the metadata at metadataKey; o says which
+// absolute paths outside the savepoint directory its handles may name (see
+// OpenOptions). When a handle lies outside every root o allows, the
+// sources recorded in SourcesName are read too.
+func OpenWith(ctx context.Context, st s3.Storage, metadataKey string, o OpenOptions) (*Savepoint, error) {
 	if err := s3.ValidateKey(metadataKey); err != nil {
 		return nil, err
 	}
@@ -92,6 +107,10 @@ func Open(ctx context.Context, st s3.Storage, metadataKey string) (*Savepoint, e
 	}
 	sp := &Savepoint{Store: st, Dir: dir, MetadataKey: metadataKey, MetadataSize: int64(len(b)), Meta: md}
 	sp.Props, sp.PropsErr = md.Properties()
+	o.Map = append([]PathMap(nil), o.Map...)
+	if err := sp.setPolicy(ctx, o); err != nil {
+		return nil, err
+	}
 	return sp, nil
 }
 
@@ -120,9 +139,10 @@ type Location struct {
 // IsInline reports whether the stream's bytes are inside `_metadata`.
 func (l Location) IsInline() bool { return l.Key == "" }
 
-// Resolve maps a stream handle to a location inside the savepoint. Relative
-// paths with ".." or absolute paths outside the savepoint directory are
-// refused with ErrPath; nothing is read.
+// Resolve maps a stream handle to a location. Relative paths stay inside
+// the savepoint directory; absolute paths are followed under the roots of
+// the read policy (see OpenOptions). Paths with ".." and absolute paths
+// outside every allowed root are refused with ErrPath; nothing is read.
 func (sp *Savepoint) Resolve(h *StreamHandle) (Location, error) {
 	if h == nil {
 		return Location{}, fmt.Errorf("savepoint: %s: no stream handle", sp.Name())
@@ -137,11 +157,10 @@ func (sp *Savepoint) Resolve(h *StreamHandle) (Location, error) {
 		}
 		return Location{Key: key, Size: h.Size, Name: joinName(sp.Store.String(), key)}, nil
 	case TagFile, TagSegmentFile:
-		key, err := sp.absoluteKey(h.Path)
+		loc, err := sp.resolveAbsolute(h.Path, h.Size)
 		if err != nil {
 			return Location{}, err
 		}
-		loc := Location{Key: key, Size: h.Size, Name: joinName(sp.Store.String(), key)}
 		if h.Tag == TagSegmentFile {
 			loc.Start, loc.Segment = h.StartPos, true
 			if h.StartPos < 0 || h.Size < 0 {
@@ -199,70 +218,12 @@ func normalizeURI(p string) string {
 	return p
 }
 
-func (sp *Savepoint) absoluteKey(abs string) (string, error) {
-	p := normalizeURI(abs)
-	dir := normalizeURI(sp.dirURI())
-	if !strings.HasPrefix(p, dir+"/") {
-		return "", fmt.Errorf("%w: %s: absolute path %q lies outside the savepoint directory %s; refusing to read it", ErrPath, sp.Name(), abs, dir)
-	}
-	return sp.relativeKey(strings.TrimPrefix(p, dir+"/"))
-}
-
 // StoreOf returns the store holding a resolved location's Key.
 func (sp *Savepoint) StoreOf(loc Location) s3.Storage {
 	if loc.Store != nil {
 		return loc.Store
 	}
 	return sp.Store
-}
-
-// Checkpoint-root directories that hold files shared by the checkpoints of
-// a job (Flink's CheckpointedStateScope.SHARED, and the task-owned
-// directory), beside the chk-N directories.
-var checkpointSharedDirs = []string{"shared", "taskowned"}
-
-// isChkDir reports whether a directory name is Flink's chk-<id>.
-func isChkDir(name string) bool {
-	rest, ok := strings.CutPrefix(name, "chk-")
-	if !ok || rest == "" || len(rest) > 19 {
-		return false
-	}
-	for _, c := range rest {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
-
-// checkpointRoot returns, when `_metadata` lives in a chk-N directory, the
-// checkpoint root as a normalized URI and the store and key prefix that
-// address it.
-func (sp *Savepoint) checkpointRoot() (uri string, st s3.Storage, prefix string, err error) {
-	dir := normalizeURI(sp.dirURI())
-	i := strings.LastIndex(dir, "/")
-	if i < 0 || !isChkDir(dir[i+1:]) {
-		return "", nil, "", fmt.Errorf("%w: %s: `_metadata` is not inside a chk-<id> directory", ErrPath, sp.Name())
-	}
-	uri = dir[:i]
-	if sp.Dir != "" {
-		prefix = path.Dir(sp.Dir)
-		if prefix == "." {
-			prefix = ""
-		}
-		return uri, sp.Store, prefix, nil
-	}
-	// The store is rooted at the chk-N directory itself: address the
-	// parent directory (local stores only; open S3 checkpoints at the
-	// checkpoint root's prefix instead).
-	if l, ok := unwrapStore(sp.Store).(*s3.Local); ok {
-		parent, err := s3.NewLocal(filepath.Dir(l.Root()))
-		if err != nil {
-			return "", nil, "", fmt.Errorf("%w: %s: checkpoint root: %v", ErrPath, sp.Name(), err)
-		}
-		return uri, parent, "", nil
-	}
-	return "", nil, "", fmt.Errorf("%w: %s: the store is rooted at the checkpoint directory, so the checkpoint root is not reachable; open the checkpoint through its root (e.g. <root>/chk-N/_metadata)", ErrPath, sp.Name())
 }
 
 // unwrapStore strips wrappers (counters, limits, retries) off a store.
@@ -278,45 +239,12 @@ func unwrapStore(st s3.Storage) s3.Storage {
 }
 
 // ResolveIncremental resolves a stream handle of an incremental keyed
-// handle (tag 11: its meta stream, shared or private files). Besides what
-// Resolve accepts, an absolute file handle may name a file under the
-// shared/ or taskowned/ directory of the checkpoint root when `_metadata`
-// lives in <root>/chk-N/ (Flink's and the engine's native checkpoint
-// layout). ".." and any other location outside are still refused.
+// handle (tag 11: its meta stream, shared or private files). It is Resolve:
+// the shared/ and taskowned/ directories of a checkpoint's job are allowed
+// roots for every handle (Flink's file-merging checkpoints put segment
+// files of operator and full keyed state there too).
 func (sp *Savepoint) ResolveIncremental(h *StreamHandle) (Location, error) {
-	loc, err := sp.Resolve(h)
-	if err == nil || !errors.Is(err, ErrPath) || h == nil || h.Tag != TagFile {
-		return loc, err
-	}
-	root, st, prefix, rerr := sp.checkpointRoot()
-	if rerr != nil {
-		return Location{}, err
-	}
-	p := normalizeURI(h.Path)
-	for _, d := range checkpointSharedDirs {
-		rest, ok := strings.CutPrefix(p, root+"/"+d+"/")
-		if !ok {
-			continue
-		}
-		if rest == "" || strings.Contains(rest, "\\") {
-			return Location{}, fmt.Errorf("%w: %s: shared path %q is empty or hostile", ErrPath, sp.Name(), h.Path)
-		}
-		for _, seg := range strings.Split(rest, "/") {
-			if seg == ".." || seg == "." || seg == "" {
-				return Location{}, fmt.Errorf("%w: %s: shared path %q has a %q segment", ErrPath, sp.Name(), h.Path, seg)
-			}
-		}
-		key := s3.JoinKey(prefix, d+"/"+rest)
-		if err := s3.ValidateKey(key); err != nil {
-			return Location{}, fmt.Errorf("%w: %s: shared path %q: %v", ErrPath, sp.Name(), h.Path, err)
-		}
-		loc := Location{Key: key, Size: h.Size, Name: joinName(st.String(), key)}
-		if st != sp.Store {
-			loc.Store = st
-		}
-		return loc, nil
-	}
-	return Location{}, err
+	return sp.Resolve(h)
 }
 
 // Object is a readable stream of a savepoint: inline bytes or a (section of

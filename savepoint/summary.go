@@ -19,10 +19,16 @@ const (
 
 // Summary describes a savepoint for `inspect`.
 type Summary struct {
-	Source          string `json:"source"`
-	MetadataVersion int    `json:"metadataVersion"`
-	CheckpointID    int64  `json:"checkpointId"`
-	FormatType      string `json:"formatType"`
+	Source string `json:"source"`
+	// Picked tells which checkpoint was chosen when the location was a
+	// job's checkpoint directory or a checkpoint root.
+	Picked *Picked `json:"picked,omitempty"`
+	// Sources are the recorded source directories whose files the
+	// savepoint references (see SourcesName).
+	Sources         []string `json:"sources,omitempty"`
+	MetadataVersion int      `json:"metadataVersion"`
+	CheckpointID    int64    `json:"checkpointId"`
+	FormatType      string   `json:"formatType"`
 	// FormatInferred is set when FormatType was not recorded (V3
 	// metadata has no checkpoint-properties trailer) but inferred from the
 	// keyed handles: incremental handles (tags 5/11) mean NATIVE, key-group
@@ -239,6 +245,8 @@ func Summarize(sp *Savepoint) *Summary {
 		CheckpointID:    md.CheckpointID,
 		FormatType:      "UNKNOWN",
 		MetadataBytes:   sp.MetadataSize,
+		Picked:          sp.Located,
+		Sources:         sp.Sources(),
 	}
 	if sp.Props != nil {
 		if sp.Props.FormatType != "" {

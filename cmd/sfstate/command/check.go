@@ -23,7 +23,7 @@ problem with file and offset, 3 when the savepoint cannot be read at all.`,
 			&cli.BoolFlag{Name: "metadata-only", Usage: "check files and offsets only, do not decode key-group blocks"},
 			&cli.IntFlag{Name: "max-problems", Value: 1000, Usage: "stop after this many problems"},
 			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "state files checked at once"},
-			savepointS3EndpointFlag,
+			savepointS3EndpointFlag, allowRootFlag, mapFlag, checkpointFlag,
 		},
 		Action: runCheck,
 	})
@@ -59,10 +59,11 @@ func runCheck(c *cli.Context) error {
 		enc.SetEscapeHTML(false)
 		if err := enc.Encode(struct {
 			Source   string               `json:"source"`
+			Picked   *savepoint.Picked    `json:"picked,omitempty"`
 			OK       bool                 `json:"ok"`
 			Problems []savepoint.Problem  `json:"problems"`
 			Stats    savepoint.CheckStats `json:"stats"`
-		}{sp.Name(), len(probs) == 0, probs, stats}); err != nil {
+		}{sp.Name(), sp.Located, len(probs) == 0, probs, stats}); err != nil {
 			return Fail(ExitIO, err)
 		}
 	} else {

@@ -39,7 +39,7 @@ decoded (Flink's or the engine's key layout, detected from the metadata).`,
 			&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML report to `FILE`"},
 			&cli.BoolFlag{Name: "metadata-only", Usage: "do not read state files; report sizes from the metadata only"},
 			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "state files read at once for the summary (not --dump, which keeps file order)"},
-			savepointS3EndpointFlag,
+			savepointS3EndpointFlag, allowRootFlag, mapFlag, checkpointFlag,
 		},
 		Action: runInspect,
 	})

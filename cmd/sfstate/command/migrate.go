@@ -10,7 +10,6 @@ import (
 	"io"
 	"path"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strconv"
 	"text/tabwriter"
@@ -50,8 +49,6 @@ func init() {
 	})
 }
 
-var chkDirRE = regexp.MustCompile(`^chk-([1-9][0-9]*|0)$`)
-
 // migrateSource resolves SRC: a store of checkpoints, or one chk-<id>
 // directory inside it.
 func migrateSource(arg string) (s3.Location, int64, error) {
@@ -68,8 +65,7 @@ func migrateSource(arg string) (s3.Location, int64, error) {
 	} else {
 		base = filepath.Base(loc.Dir)
 	}
-	if m := chkDirRE.FindStringSubmatch(base); m != nil {
-		id, _ := strconv.ParseInt(m[1], 10, 64)
+	if id, ok := savepoint.CheckpointDirID(base); ok {
 		if loc.Scheme == "s3" {
 			loc.Prefix = path.Dir(loc.Prefix)
 			if loc.Prefix == "." {

@@ -33,7 +33,7 @@ func nativeStore(c *cli.Context, arg string) (s3.Storage, int64, bool) {
 	if !ok {
 		return nil, 0, false
 	}
-	st, _, err := savepointStore(c.Context, c, root)
+	st, err := savepointStore(c.Context, c, root)
 	if err != nil {
 		return nil, 0, false
 	}
@@ -51,12 +51,8 @@ func nativeCheckpointArg(arg string) (root string, id int64, ok bool) {
 	if i < 0 {
 		return "", 0, false
 	}
-	base := a[i+1:]
-	if !strings.HasPrefix(base, "chk-") {
-		return "", 0, false
-	}
-	id, err := strconv.ParseInt(strings.TrimPrefix(base, "chk-"), 10, 64)
-	if err != nil || id < 0 {
+	id, ok = savepoint.CheckpointDirID(a[i+1:])
+	if !ok {
 		return "", 0, false
 	}
 	root = a[:i]
@@ -103,7 +99,7 @@ Exit status: 0 everything equal, 1 differences or structural problems,
 			&cli.IntFlag{Name: "concurrency", Value: 2, Usage: "state files read at once"},
 			&cli.BoolFlag{Name: "skip-check", Usage: "skip the structural check"},
 			&cli.StringFlag{Name: "temp-dir", Usage: "directory for restored backends (default: system temp)"},
-			savepointS3EndpointFlag,
+			savepointS3EndpointFlag, allowRootFlag, mapFlag, checkpointFlag,
 		},
 		Action: runVerify,
 	})
