@@ -114,7 +114,7 @@ func Run(ctx context.Context, src *savepoint.Savepoint, o Options) (*Report, err
 			return nil, ctx.Err()
 		}
 		if errors.Is(err, savepoint.ErrNativeLayout) {
-			return nil, fmt.Errorf("%w: %v", ErrUnreadable, err)
+			return nil, fmt.Errorf("%w: %w", ErrUnreadable, err)
 		}
 		// A structurally broken source: the check problems say where.
 		r.SourceError = err.Error()

@@ -53,7 +53,7 @@ func savepointStore(ctx context.Context, c *cli.Context, arg string) (s3.Storage
 			return st, filepath.Base(p), nil
 		}
 	}
-	opts := s3.OpenOptions{S3: s3.S3Options{Endpoint: c.String("s3-endpoint")}}
+	opts := s3.OpenOptions{S3: s3Options(c)}
 	if loc, err := s3.ParseURL(arg); err == nil && loc.Scheme == "s3" {
 		// A checkpoint in <root>/chk-N: root the store at <root> so that
 		// the shared files of incremental handles (<root>/shared/...) are

@@ -121,7 +121,7 @@ func runMigrate(c *cli.Context) error {
 	if mib < 1 || mib > 1<<20 {
 		return Failf(ExitUsage, "migrate: --memory-mib must be in [1, 1048576]")
 	}
-	s3opts := s3.S3Options{Endpoint: c.String("s3-endpoint")}
+	s3opts := s3Options(c)
 	src, err := s3.OpenLocation(ctx, srcLoc, s3.OpenOptions{S3: s3opts})
 	if err != nil {
 		return Fail(ExitIO, err)

@@ -109,7 +109,7 @@ func runRescale(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	opts := s3.OpenOptions{S3: s3.S3Options{Endpoint: c.String("s3-endpoint")}, Create: true}
+	opts := s3.OpenOptions{S3: s3Options(c), Create: true}
 	dst, err := s3.OpenLocation(ctx, dstLoc, opts)
 	if err != nil {
 		return Fail(ExitIO, err)
