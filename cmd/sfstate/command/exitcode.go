@@ -42,6 +42,7 @@ var (
 	// differErrs: a comparison found differences.
 	differErrs []error
 )
+
 // (exitcode_cgo.go adds the sentinels of the packages that link RocksDB.)
 
 // ExitCode maps an error to the documented exit code:

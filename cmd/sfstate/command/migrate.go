@@ -4,7 +4,6 @@ package command
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -139,7 +138,7 @@ func runMigrate(c *cli.Context) error {
 					"state of its own native checkpoints (a store with chk-<id>/manifest.json); take a canonical savepoint instead", srcLoc)
 			}
 			if to == "" && g.JSON {
-				return json.NewEncoder(c.App.Writer).Encode(map[string]any{"source": srcLoc.String(), "canonical": true,
+				return writeJSON(c.App.Writer, map[string]any{"source": srcLoc.String(), "canonical": true,
 					"migrationNeeded": false, "written": false})
 			}
 			if to == "" {
@@ -190,7 +189,7 @@ func runMigrate(c *cli.Context) error {
 	}
 	if errors.Is(err, migrate.ErrNothingToMigrate) {
 		if g.JSON {
-			return json.NewEncoder(c.App.Writer).Encode(map[string]any{"source": srcLoc.String(), "migrationNeeded": false,
+			return writeJSON(c.App.Writer, map[string]any{"source": srcLoc.String(), "migrationNeeded": false,
 				"written": false, "reason": err.Error()})
 		}
 		fmt.Fprintf(c.App.Writer, "%v; nothing written\n", err)
@@ -241,9 +240,7 @@ func materializeCanonical(c *cli.Context, src s3.Storage, srcLoc, dstLoc s3.Loca
 	}
 	w := c.App.Writer
 	if g.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(w, rep)
 	}
 	fmt.Fprintf(w, "%s → %s: canonical savepoint materialized as native checkpoint %d (join state in the record layout)\n", srcLoc, dstLoc, rep.CheckpointID)
 	for _, o := range rep.Operators {
@@ -341,9 +338,7 @@ func printMigrateReport(w io.Writer, rep *migrate.Report, asJSON, groups bool) e
 			}
 			out.Operators = append(out.Operators, j)
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeJSON(w, out)
 	}
 	verb := "migrated"
 	switch {

@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -138,10 +137,7 @@ func runRescale(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	if g.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(res); err != nil {
+		if err := writeJSON(w, res); err != nil {
 			return Fail(ExitIO, err)
 		}
 		return nil

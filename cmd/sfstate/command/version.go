@@ -1,7 +1,6 @@
 package command
 
 import (
-	"encoding/json"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -75,9 +74,7 @@ func printVersion(c *cli.Context) error {
 	v := Version()
 	w := c.App.Writer
 	if GlobalsFrom(c).JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
+		return writeJSON(w, v)
 	}
 	fmt.Fprintf(w, "sfstate %s (%s)\n", v.Version, v.Module)
 	if v.Revision != "" {
