@@ -30,7 +30,7 @@ type BenchConfig struct {
 	// Modes to measure; empty means both (SST writer + ingest, and put).
 	Modes []WriteMode
 	// Log, when set, reports progress.
-	Log func(format string, args ...any)
+	Log func(format string, args ...any) `json:"-"`
 }
 
 // DefaultBenchConfig is 2 GiB of bucket state, or 24 MiB with quick.

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/logging"
 )
 
 // PathStyle selects S3 bucket addressing.
@@ -59,6 +60,9 @@ type S3Options struct {
 	Profile string
 	// AccessKey and SecretKey, when set, replace the credential chain.
 	AccessKey, SecretKey, SessionToken string
+	// Anonymous sends unsigned requests (public buckets), like the AWS
+	// CLI's --no-sign-request; the credential chain is not consulted.
+	Anonymous bool
 	// PartSize is the multipart part size (default 16 MiB, at least 5 MiB).
 	// Objects up to one part are sent with a single PutObject.
 	PartSize int64
@@ -130,7 +134,12 @@ func NewS3(ctx context.Context, bucket, prefix string, opts S3Options) (*S3, err
 	if opts.Region != "" {
 		loads = append(loads, config.WithRegion(opts.Region))
 	}
-	if opts.AccessKey != "" {
+	// The SDK's own log lines (e.g. IMDS fallback warnings) are not ours to
+	// print: errors reach the caller as errors.
+	loads = append(loads, config.WithLogger(logging.Nop{}))
+	if opts.Anonymous {
+		loads = append(loads, config.WithCredentialsProvider(aws.AnonymousCredentials{}))
+	} else if opts.AccessKey != "" {
 		loads = append(loads, config.WithCredentialsProvider(
 			credentials.NewStaticCredentialsProvider(opts.AccessKey, opts.SecretKey, opts.SessionToken)))
 	}

@@ -158,7 +158,13 @@ func TestHostileMetadata(t *testing.T) {
 			if err == nil {
 				t.Fatal("no error")
 			}
-			if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "hostile/_metadata") {
+			// Valid input of an unsupported version or feature is not
+			// "invalid metadata": it carries ErrUnsupported instead.
+			unsupported := strings.Contains(c.want, "unsupported") || c.want == "changelog"
+			if errors.Is(err, ErrFormat) == unsupported || errors.Is(err, ErrUnsupported) != unsupported {
+				t.Fatalf("error %q: ErrFormat %v, ErrUnsupported %v", err, errors.Is(err, ErrFormat), errors.Is(err, ErrUnsupported))
+			}
+			if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "hostile/_metadata") {
 				t.Fatalf("error %q, want %q naming the file", err, c.want)
 			}
 			if c.name != "empty" && !strings.Contains(err.Error(), "offset") {

@@ -56,8 +56,12 @@ const (
 	maxCount        = 1 << 24
 )
 
-// ErrFormat marks metadata that is structurally invalid or unsupported.
+// ErrFormat marks metadata that is structurally invalid.
 var ErrFormat = errors.New("savepoint: invalid metadata")
+
+// ErrUnsupported marks valid input in a form or version sfstate does not
+// read; the message names the feature.
+var ErrUnsupported = binfmt.ErrUnsupported
 
 // Metadata is a parsed `_metadata` file.
 type Metadata struct {
@@ -415,7 +419,10 @@ func ParseMetadata(b []byte, name string) (*Metadata, error) {
 	p := &parser{d: binfmt.New(b, 0)}
 	md := p.metadata()
 	if err := p.d.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrFormat, name, err)
+		if errors.Is(err, ErrUnsupported) {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return nil, fmt.Errorf("%w: %s: %w", ErrFormat, name, err)
 	}
 	return md, nil
 }
@@ -436,6 +443,18 @@ func (p *parser) failAt(off int64, format string, args ...any) {
 	p.d.Pos = pos
 }
 
+// unsupportedAt records an ErrUnsupported error at off (the input is valid,
+// the feature it uses is not implemented).
+func (p *parser) unsupportedAt(off int64, format string, args ...any) {
+	if p.d.Err() != nil {
+		return
+	}
+	pos := p.d.Pos
+	p.d.Pos = int(off - p.d.Base)
+	p.d.Fail(fmt.Errorf("%w "+format, append([]any{ErrUnsupported}, args...)...))
+	p.d.Pos = pos
+}
+
 func (p *parser) metadata() *Metadata {
 	d := p.d
 	magic := d.I32()
@@ -448,7 +467,7 @@ func (p *parser) metadata() *Metadata {
 		return nil
 	}
 	if v < MinMetadataVersion || v > MaxMetadataVersion {
-		p.failAt(4, "unsupported metadata version %d (supported %d..%d)", v, MinMetadataVersion, MaxMetadataVersion)
+		p.unsupportedAt(4, "metadata version %d (supported %d..%d)", v, MinMetadataVersion, MaxMetadataVersion)
 		return nil
 	}
 	p.version = int(v)
@@ -652,7 +671,7 @@ func (p *parser) channelHandles(what string) []*ChannelHandle {
 		return nil
 	}
 	if p.version >= 6 {
-		p.failAt(at, "%d %s handles in a version %d file: channel state (unaligned checkpoints) of metadata V6+ is not supported", n, what, p.version)
+		p.unsupportedAt(at, "channel state (unaligned checkpoints) of metadata V6+: %d %s handles in a version %d file", n, what, p.version)
 		return nil
 	}
 	out := make([]*ChannelHandle, 0, n)

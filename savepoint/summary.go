@@ -188,7 +188,7 @@ func (s *StateSummary) addAge(age int64) {
 // KeyGroupDist is a distribution of entries over key groups.
 type KeyGroupDist struct {
 	// KeyGroups is the number of key groups covered by the handles.
-	KeyGroups int `json:"keyGroups"`
+	KeyGroups int `json:"covered"`
 	// NonEmpty is the number of key groups with at least one entry.
 	NonEmpty int   `json:"nonEmpty"`
 	Min      int64 `json:"min"`

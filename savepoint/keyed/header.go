@@ -273,7 +273,7 @@ func ParseHeaderWithin(b []byte, name string, end int) (*Header, int, error) {
 	h := &Header{}
 	h.Version = int(d.I32())
 	if d.Err() == nil && h.Version != KeyedProxyVersion {
-		return nil, 0, headerErr(name, &binfmt.OffsetError{Offset: 0, Err: fmt.Errorf("%w: keyed backend proxy version %d (want %d; pre-1.7 formats are not supported)", binfmt.ErrCorrupt, h.Version, KeyedProxyVersion)})
+		return nil, 0, headerErr(name, &binfmt.OffsetError{Offset: 0, Err: fmt.Errorf("%w keyed backend proxy version %d (want %d; a pre-1.7 format)", binfmt.ErrUnsupported, h.Version, KeyedProxyVersion)})
 	}
 	h.Compressed = d.Bool()
 	start := d.Pos

@@ -4,7 +4,6 @@ package command
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 
@@ -69,9 +68,7 @@ func runBenchCheckpoint(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	if g.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(w, rep)
 	}
 	fmt.Fprintf(w, "Native checkpoints on versitygw (127.0.0.1): %d keys x %d B, parallelism %d, state %.1f MiB on the store\n",
 		cfg.Keys, cfg.ValueSize, cfg.Parallelism, float64(rep.StateBytes)/(1<<20))

@@ -1,7 +1,6 @@
 package command
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -69,9 +68,7 @@ func runBenchInspect(c *cli.Context) error {
 	res := BenchInspectResult{Entries: gen.Entries, DataBytes: gen.DataBytes, Phases: phases}
 	w := c.App.Writer
 	if g.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(w, res)
 	}
 	fmt.Fprintf(w, "savepoint: %d entries, %s keyed-state file\n", gen.Entries, inspectBytes(gen.DataBytes))
 	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', tabwriter.AlignRight)

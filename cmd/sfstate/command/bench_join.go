@@ -3,7 +3,6 @@
 package command
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -58,9 +57,7 @@ func runBenchJoin(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	if g.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(w, res)
 	}
 	return printJoinBench(w, res, cfg.Trials)
 }

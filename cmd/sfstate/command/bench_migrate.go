@@ -4,7 +4,6 @@ package command
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 
@@ -58,9 +57,7 @@ func runBenchMigrate(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	if g.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(w, rep)
 	}
 	fmt.Fprintf(w, "Bucket → record migration, %.0f MiB of bucket state per shape, %d cores\n", float64(cfg.BucketBytes)/(1<<20), rep.Cores)
 	if rep.S3Skipped != "" {

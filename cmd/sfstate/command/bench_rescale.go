@@ -3,7 +3,6 @@
 package command
 
 import (
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 
@@ -45,9 +44,7 @@ func runBenchRescale(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	if g.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(w, rep)
 	}
 	fmt.Fprintf(w, "Remote rescale: %d keys × %d B, max parallelism %d, latency %v ± %v each way, cap %d KB/s during restores\n",
 		cfg.Keys, cfg.ValueSize, cfg.MaxParallelism, cfg.Latency, cfg.Jitter, cfg.BandwidthKBps)

@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -54,9 +53,7 @@ func runBenchStorage(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	if g.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(w, rep)
 	}
 	fmt.Fprintf(w, "Storage layer vs versitygw on 127.0.0.1 (latency rows: toxiproxy, server-to-client delay;\n"+
 		"latency cost = same proxy without latency / with latency, target <= 2x)\n")

@@ -1,7 +1,6 @@
 package command
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/sfstate/sfstate/internal/progress"
@@ -54,10 +53,7 @@ func runCheck(c *cli.Context) error {
 		if probs == nil {
 			probs = []savepoint.Problem{}
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(struct {
+		if err := writeJSON(w, struct {
 			Source   string               `json:"source"`
 			Picked   *savepoint.Picked    `json:"picked,omitempty"`
 			OK       bool                 `json:"ok"`
@@ -73,14 +69,16 @@ func runCheck(c *cli.Context) error {
 		if !g.Quiet {
 			status := "ok"
 			if len(probs) > 0 {
-				status = fmt.Sprintf("%d problems", len(probs))
+				status = plural(len(probs), "problem")
 			}
-			fmt.Fprintf(w, "%s: %s (%d files, %d key groups, %d entries, %d keys verified, %d not verifiable, %d native handles not decoded, %d operator-state streams decoded, %d not decoded)\n",
-				sp.Name(), status, stats.Files, stats.KeyGroups, stats.Entries, stats.KeysVerified, stats.KeysUnverified, stats.NativeHandles, stats.OperatorStatesVerified, stats.OperatorStatesUnverified)
+			fmt.Fprintf(w, "%s: %s (%s, %s, %s, %s verified, %d not verifiable, %s not decoded, %s decoded, %d not decoded)\n",
+				sp.Name(), status, plural(stats.Files, "file"), plural(stats.KeyGroups, "key group"), plural(int(stats.Entries), "entry"),
+				plural(int(stats.KeysVerified), "key"), stats.KeysUnverified, plural(stats.NativeHandles, "native handle"),
+				plural(stats.OperatorStatesVerified, "operator-state stream"), stats.OperatorStatesUnverified)
 		}
 	}
 	if len(probs) > 0 {
-		return Failf(ExitCheckFailed, "%s: %d problems found", sp.Name(), len(probs))
+		return Failf(ExitCheckFailed, "%s: %s found", sp.Name(), plural(len(probs), "problem"))
 	}
 	return nil
 }

@@ -3,7 +3,6 @@
 package command
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -59,9 +58,7 @@ func runDemo(c *cli.Context) error {
 	}
 	res, err := demo.Run(ctx, cfg)
 	if g.JSON && res != nil {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		if jerr := enc.Encode(res); jerr != nil && err == nil {
+		if jerr := writeJSON(c.App.Writer, res); jerr != nil && err == nil {
 			return Fail(ExitIO, jerr)
 		}
 	}

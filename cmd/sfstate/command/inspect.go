@@ -1,7 +1,6 @@
 package command
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -164,10 +163,10 @@ func runInspect(c *cli.Context) error {
 		sum.Operators = kept
 	}
 	if g.JSON {
-		enc := json.NewEncoder(out)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(sum)
+		if !c.IsSet("now") {
+			sum.NowMillis = 0 // the current time is not part of the answer
+		}
+		return writeJSON(out, sum)
 	}
 	renderSummary(out, sum, opts)
 	return nil
@@ -180,12 +179,14 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 	if s.FormatInferred {
 		kind += " (inferred)"
 	}
-	if s.SnapshotName != "" {
+	if s.SnapshotName != "" && s.PostCheckpointAction != "" {
 		kind += fmt.Sprintf(" (%s, action %s)", s.SnapshotName, s.PostCheckpointAction)
+	} else if s.SnapshotName != "" {
+		kind += fmt.Sprintf(" (%s)", s.SnapshotName)
 	}
 	fmt.Fprintf(w, "metadata     version %d, checkpoint %d, %s\n", s.MetadataVersion, s.CheckpointID, inspectBytes(s.MetadataBytes))
 	fmt.Fprintf(w, "format       %s\n", kind)
-	fmt.Fprintf(w, "state        %s in %d files + %s inline, %d operators\n", inspectBytes(s.TotalBytes), s.Files, inspectBytes(s.InlineBytes), len(s.Operators))
+	fmt.Fprintf(w, "state        %s in %s + %s inline, %s\n", inspectBytes(s.TotalBytes), plural(s.Files, "file"), inspectBytes(s.InlineBytes), plural(len(s.Operators), "operator"))
 	for _, n := range s.Notes {
 		fmt.Fprintf(w, "note         %s\n", n)
 	}
@@ -198,7 +199,7 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 			fmt.Fprintf(w, "  name=%q", op.Name)
 		}
 		fmt.Fprintln(w)
-		fmt.Fprintf(w, "  parallelism %d, max parallelism %d, %d subtasks with state, %s", op.Parallelism, op.MaxParallelism, op.SubtasksWithState, inspectBytes(op.Bytes))
+		fmt.Fprintf(w, "  parallelism %d, max parallelism %d, %s with state, %s", op.Parallelism, op.MaxParallelism, plural(op.SubtasksWithState, "subtask"), inspectBytes(op.Bytes))
 		if op.FinishedSubtasks > 0 {
 			fmt.Fprintf(w, ", %d finished subtasks", op.FinishedSubtasks)
 		}
@@ -229,7 +230,7 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 			}
 			fmt.Fprintf(w, "  value %s  ttl %s", st.ValueType, inspectYesNo(st.TTL))
 			if s.Scanned && inspectDecoded(op.KeyedLayout) {
-				fmt.Fprintf(w, "  %d entries  %s", st.Entries, inspectBytes(st.Bytes))
+				fmt.Fprintf(w, "  %s  %s", plural(int(st.Entries), "entry"), inspectBytes(st.Bytes))
 			}
 			fmt.Fprintln(w)
 			if st.Partial != "" {
@@ -267,12 +268,12 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 			if os.Mode == "BROADCAST" {
 				entries := "map"
 				if os.MapEntries >= 0 {
-					entries = fmt.Sprintf("%d map entries", os.MapEntries)
+					entries = plural(os.MapEntries, "map entry")
 				}
-				fmt.Fprintf(w, "  operator state %-24s %-16s %s, copied in %d subtasks%s\n", os.Name, os.Mode, entries, os.Subtasks, typ)
+				fmt.Fprintf(w, "  operator state %-24s %-16s %s, copied in %s%s\n", os.Name, os.Mode, entries, plural(os.Subtasks, "subtask"), typ)
 				continue
 			}
-			fmt.Fprintf(w, "  operator state %-24s %-16s %d elements in %d subtasks%s\n", os.Name, os.Mode, os.Elements, os.Subtasks, typ)
+			fmt.Fprintf(w, "  operator state %-24s %-16s %s in %s%s\n", os.Name, os.Mode, plural(os.Elements, "element"), plural(os.Subtasks, "subtask"), typ)
 		}
 	}
 }

@@ -104,10 +104,7 @@ func runInspectDeep(c *cli.Context, sp *savepoint.Savepoint, o savepoint.ScanOpt
 		op.KeyGroups = op.stats.Total()
 	}
 	if g.JSON {
-		enc := json.NewEncoder(c.App.Writer)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		return enc.Encode(sum)
+		return writeJSON(c.App.Writer, sum)
 	}
 	renderDeep(c.App.Writer, sum)
 	return nil

@@ -96,7 +96,7 @@ func openSavepointArg(ctx context.Context, c *cli.Context, arg string) (*savepoi
 // savepointOpenOptions reads --allow-root, --map and --s3-endpoint.
 func savepointOpenOptions(c *cli.Context) (savepoint.OpenOptions, error) {
 	o := savepoint.OpenOptions{AllowRoots: c.StringSlice("allow-root"),
-		Store: s3.OpenOptions{S3: s3.S3Options{Endpoint: c.String("s3-endpoint")}}}
+		Store: s3.OpenOptions{S3: s3Options(c)}}
 	for _, r := range o.AllowRoots {
 		if _, err := savepoint.NormalizeRoot(r); err != nil {
 			return o, Failf(ExitUsage, "--allow-root: %v", err)
@@ -126,7 +126,7 @@ func savepointStore(ctx context.Context, c *cli.Context, arg string) (s3.Storage
 			return nil, Failf(ExitIO, "%s is a file, not a savepoint or checkpoint directory or a _metadata file", loc.Dir)
 		}
 	}
-	st, err := s3.OpenLocation(ctx, loc, s3.OpenOptions{S3: s3.S3Options{Endpoint: c.String("s3-endpoint")}})
+	st, err := s3.OpenLocation(ctx, loc, s3.OpenOptions{S3: s3Options(c)})
 	if err != nil {
 		if errors.Is(err, s3.ErrBadKey) {
 			return nil, Fail(ExitUsage, err)

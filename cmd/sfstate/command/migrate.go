@@ -4,7 +4,6 @@ package command
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -117,7 +116,7 @@ func runMigrate(c *cli.Context) error {
 	if mib < 1 || mib > 1<<20 {
 		return Failf(ExitUsage, "migrate: --memory-mib must be in [1, 1048576]")
 	}
-	s3opts := s3.S3Options{Endpoint: c.String("s3-endpoint")}
+	s3opts := s3Options(c)
 	src, err := s3.OpenLocation(ctx, srcLoc, s3.OpenOptions{S3: s3opts})
 	if err != nil {
 		return Fail(ExitIO, err)
@@ -135,7 +134,7 @@ func runMigrate(c *cli.Context) error {
 					"state of its own native checkpoints (a store with chk-<id>/manifest.json); take a canonical savepoint instead", srcLoc)
 			}
 			if to == "" && g.JSON {
-				return json.NewEncoder(c.App.Writer).Encode(map[string]any{"source": srcLoc.String(), "canonical": true,
+				return writeJSON(c.App.Writer, map[string]any{"source": srcLoc.String(), "canonical": true,
 					"migrationNeeded": false, "written": false})
 			}
 			if to == "" {
@@ -186,7 +185,7 @@ func runMigrate(c *cli.Context) error {
 	}
 	if errors.Is(err, migrate.ErrNothingToMigrate) {
 		if g.JSON {
-			return json.NewEncoder(c.App.Writer).Encode(map[string]any{"source": srcLoc.String(), "migrationNeeded": false,
+			return writeJSON(c.App.Writer, map[string]any{"source": srcLoc.String(), "migrationNeeded": false,
 				"written": false, "reason": err.Error()})
 		}
 		fmt.Fprintf(c.App.Writer, "%v; nothing written\n", err)
@@ -237,9 +236,7 @@ func materializeCanonical(c *cli.Context, src s3.Storage, srcLoc, dstLoc s3.Loca
 	}
 	w := c.App.Writer
 	if g.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
+		return writeJSON(w, rep)
 	}
 	fmt.Fprintf(w, "%s → %s: canonical savepoint materialized as native checkpoint %d (join state in the record layout)\n", srcLoc, dstLoc, rep.CheckpointID)
 	for _, o := range rep.Operators {
@@ -337,9 +334,7 @@ func printMigrateReport(w io.Writer, rep *migrate.Report, asJSON, groups bool) e
 			}
 			out.Operators = append(out.Operators, j)
 		}
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
+		return writeJSON(w, out)
 	}
 	verb := "migrated"
 	switch {

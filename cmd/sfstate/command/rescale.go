@@ -2,7 +2,6 @@ package command
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -136,7 +135,7 @@ func runRescale(c *cli.Context) error {
 	if strings.TrimSuffix(sp.DirURI(), "/") == snapshotURI(dstLoc) {
 		return Failf(ExitUsage, "--out must differ from the source %s (the source is never modified)", sp.DirURI())
 	}
-	opts := s3.OpenOptions{S3: s3.S3Options{Endpoint: c.String("s3-endpoint")}, Create: true}
+	opts := s3.OpenOptions{S3: s3Options(c), Create: true}
 	dst, err := s3.OpenLocation(ctx, dstLoc, opts)
 	if err != nil {
 		return Fail(ExitIO, err)
@@ -166,10 +165,7 @@ func runRescale(c *cli.Context) error {
 	}
 	w := c.App.Writer
 	if g.JSON {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(res); err != nil {
+		if err := writeJSON(w, res); err != nil {
 			return Fail(ExitIO, err)
 		}
 		return nil

@@ -19,6 +19,11 @@ var ErrTruncated = errors.New("binfmt: unexpected end of data")
 // ErrCorrupt marks structurally invalid data.
 var ErrCorrupt = errors.New("binfmt: corrupt data")
 
+// ErrUnsupported marks well-formed data in a form or version this module
+// does not read (an old metadata version, a state backend's own layout):
+// the input is not damaged, the reader lacks the feature it names.
+var ErrUnsupported = errors.New("unsupported")
+
 // OffsetError says where in the buffer a decode failed.
 type OffsetError struct {
 	Offset int64
