@@ -265,7 +265,9 @@ func (r *BlockReader) readHeap(src io.ReaderAt, size int64, name string, h *Head
 	}
 	seen := r.heapSeen[:len(h.States)]
 	clear(seen)
-	check := o.Mode == ModeValidate || o.Mode == ModeDecode
+	// ModeValidate checks every part while delimiting it; ModeDecode
+	// decodes each delimited part exactly afterwards (the same checks).
+	check := o.Mode == ModeValidate
 	he := &r.heapEnt
 	for range h.States {
 		at := r.pos

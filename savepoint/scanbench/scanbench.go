@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,7 +63,14 @@ func keyValues(i int64, name []byte) []any {
 // with one TTL VALUE state entry holding a 6-field row (BIGINT, DOUBLE,
 // VARCHAR, TIMESTAMP(3), INT, BOOLEAN), ~130 bytes per entry. Memory use
 // is ~6 bytes per key (the key-group order) plus buffers.
-func Generate(dir string, n int64) (*Generated, error) {
+func Generate(dir string, n int64) (*Generated, error) { return GenerateLayout(dir, n, false) }
+
+// GenerateLayout is Generate with a choice of layout: with heap the keyed
+// file holds the same entries in the heap backend's own key-group layout
+// (as a hashmap checkpoint stores them: flinkwrite.HeapWriter, handle tag
+// 12, every key group listed), so that reads of both layouts can be
+// compared on the same state.
+func GenerateLayout(dir string, n int64, heap bool) (*Generated, error) {
 	if n <= 0 || n > 1<<32 {
 		return nil, fmt.Errorf("scanbench: %d entries out of range", n)
 	}
@@ -109,13 +117,39 @@ func Generate(dir string, n int64) (*Generated, error) {
 	}
 	defer f.Close()
 	bw := bufio.NewWriterSize(f, 1<<20)
-	w, err := flinkwrite.NewKeyedWriter(bw, h, flinkwrite.KeyGroupRange{Start: 0, End: MaxParallelism - 1}, MaxParallelism)
-	if err != nil {
-		return nil, err
-	}
+	rng := flinkwrite.KeyGroupRange{Start: 0, End: MaxParallelism - 1}
 	prefix := flinkwrite.KeyGroupPrefixLen(MaxParallelism)
 	void := flinkwrite.AppendVoidNamespace(nil)
-	var keyBytes, key, acc, val []byte
+	var w interface {
+		Close() error
+		Size() int64
+		Offsets() []int64
+	}
+	var add func(kg int, keyBytes, val []byte) error
+	tag := byte(savepoint.TagSavepointKeyGroups)
+	if heap {
+		hw, err := flinkwrite.NewHeapWriter(bw, h, rng, MaxParallelism)
+		if err != nil {
+			return nil, err
+		}
+		w, tag = hw, savepoint.TagKeyGroups
+		add = func(kg int, keyBytes, val []byte) error { return hw.Add(kg, 0, void, keyBytes, val) }
+	} else {
+		kw, err := flinkwrite.NewKeyedWriter(bw, h, rng, MaxParallelism)
+		if err != nil {
+			return nil, err
+		}
+		var key []byte
+		w = kw
+		add = func(kg int, keyBytes, val []byte) error {
+			key, err = flinkwrite.StateKey{KeyGroup: kg, PrefixLen: prefix, Key: keyBytes, Namespace: void}.Append(key[:0])
+			if err != nil {
+				return err
+			}
+			return kw.Add(kg, 0, key, val)
+		}
+	}
+	var keyBytes, acc, val []byte
 	accVals := make([]any, 6)
 	for kg := range MaxParallelism {
 		for _, idx := range order[counts[kg]:counts[kg+1]] {
@@ -125,10 +159,6 @@ func Generate(dir string, n int64) (*Generated, error) {
 				return nil, err
 			}
 			keyBytes, _ = flinkwrite.AppendRowData(keyBytes[:0], row)
-			key, err = flinkwrite.StateKey{KeyGroup: kg, PrefixLen: prefix, Key: keyBytes, Namespace: void}.Append(key[:0])
-			if err != nil {
-				return nil, err
-			}
 			accVals[0], accVals[1], accVals[2] = i, float64(i)/3, "a"+strconv.FormatInt(i%1000, 10)
 			accVals[3], accVals[4], accVals[5] = keygroups.Timestamp{Millis: 1_700_000_000_000 + i}, int64(i%97), i%2 == 0
 			if i%11 == 0 {
@@ -139,7 +169,7 @@ func Generate(dir string, n int64) (*Generated, error) {
 				return nil, err
 			}
 			val, _ = flinkwrite.AppendRowData(flinkwrite.AppendTtlValue(val[:0], 1_700_000_000_000+i, nil), acc)
-			if err := w.Add(kg, 0, key, val); err != nil {
+			if err := add(kg, keyBytes, val); err != nil {
 				return nil, err
 			}
 		}
@@ -155,7 +185,7 @@ func Generate(dir string, n int64) (*Generated, error) {
 	}
 	size := w.Size()
 	op := &savepoint.OperatorState{ID: savepoint.OperatorIDFromUID("scanbench"), Parallelism: 1, MaxParallelism: MaxParallelism}
-	op.Subtasks = []*savepoint.SubtaskState{{Index: 0, ManagedKeyed: &savepoint.KeyGroupsHandle{Tag: savepoint.TagSavepointKeyGroups,
+	op.Subtasks = []*savepoint.SubtaskState{{Index: 0, ManagedKeyed: &savepoint.KeyGroupsHandle{Tag: tag,
 		StartKeyGroup: 0, Offsets: w.Offsets(), Delegate: &savepoint.StreamHandle{Tag: savepoint.TagRelativeFile, Path: DataFile, Size: size}}}}
 	b, err := savepoint.EncodeMetadata(&savepoint.Metadata{Version: 3, CheckpointID: 1, Operators: []*savepoint.OperatorState{op}})
 	if err != nil {
@@ -247,7 +277,15 @@ type Options struct {
 	// Workers is the decode workers of the parallel phases (0 =
 	// savepoint.DefaultWorkers()).
 	Workers int
+	// Phases, when set, runs only these phases (by name) besides the
+	// cached raw read the ratios refer to.
+	Phases []string
 }
+
+// LayoutPhases are the phases `sfstate bench inspect` also runs on the
+// heap-layout copy of the state (GenerateLayout): the entry-by-entry
+// reads both layouts share.
+var LayoutPhases = []string{PhaseHeader, PhaseDecode, PhaseDecode1, PhaseValidate, PhaseCheck}
 
 // Run is RunWith with the default workers.
 func Run(ctx context.Context, g *Generated, rounds int) ([]Phase, error) {
@@ -305,6 +343,9 @@ func RunWith(ctx context.Context, g *Generated, opts Options) ([]Phase, error) {
 	var out []Phase
 	for _, ph := range phases {
 		if ph.cold && !canEvict {
+			continue
+		}
+		if len(opts.Phases) > 0 && ph.name != PhaseRaw && !slices.Contains(opts.Phases, ph.name) {
 			continue
 		}
 		fn := ph.fn

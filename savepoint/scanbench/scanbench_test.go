@@ -11,6 +11,7 @@ import (
 
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/digest"
 )
 
 // TestGenerateAndRun: a small generated savepoint passes every phase (each
@@ -224,6 +225,62 @@ func benchScan(b *testing.B, cols bool, workers int) {
 		}
 		if err != nil || n != g.Entries {
 			b.Fatalf("%d entries, %v", n, err)
+		}
+	}
+}
+
+// TestGenerateHeapLayout: the heap-layout copy of the generated state
+// holds the same entries (equal digests), is detected as the heap layout,
+// and the layout phases run on it.
+func TestGenerateHeapLayout(t *testing.T) {
+	ctx := context.Background()
+	canon, err := Generate(t.TempDir(), 3000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heap, err := GenerateLayout(t.TempDir(), 3000, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds []*digest.Digest
+	for _, g := range []*Generated{canon, heap} {
+		sp, err := savepoint.Open(ctx, mustLocal(t, g.Dir), savepoint.MetadataName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := digest.Compute(ctx, sp, digest.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+		sum := savepoint.Summarize(sp)
+		if err := savepoint.ScanSummary(ctx, sp, sum, savepoint.ScanOptions{KeyGroupTo: -1}); err != nil {
+			t.Fatal(err)
+		}
+		want := savepoint.LayoutCanonical
+		if g == heap {
+			want = savepoint.LayoutNativeHeap
+		}
+		if l := sum.Operators[0].KeyedLayout; l != want {
+			t.Fatalf("layout %s, want %s", l, want)
+		}
+		if s := sum.Operators[0].KeyedStates[0]; s.Entries != 3000 || s.TTLEntries != 3000 {
+			t.Fatalf("summary %+v", s)
+		}
+	}
+	if diff := ds[0].Diff(ds[1], 3); len(diff) > 0 || ds[0].Total("", "").Entries != 3000 {
+		t.Fatalf("heap layout differs from canonical: %v", diff)
+	}
+	phases, err := RunWith(ctx, heap, Options{Phases: LayoutPhases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(phases) != len(LayoutPhases)+1 {
+		t.Fatalf("%d phases: %+v", len(phases), phases)
+	}
+	for _, p := range phases {
+		if p.Entries != 3000 {
+			t.Errorf("%+v", p)
 		}
 	}
 }

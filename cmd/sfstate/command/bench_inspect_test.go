@@ -29,8 +29,16 @@ func TestBenchInspect(t *testing.T) {
 			t.Fatalf("%+v", p)
 		}
 	}
+	if res.Heap == nil || res.Heap.DataBytes <= 0 || len(res.Heap.Phases) != len(scanbench.LayoutPhases)+1 {
+		t.Fatalf("heap layout: %+v", res.Heap)
+	}
+	for _, p := range res.Heap.Phases {
+		if p.Entries != 2000 || p.EntriesPerSec <= 0 {
+			t.Fatalf("heap layout: %+v", p)
+		}
+	}
 	out, _, code = run(t, "bench", "inspect", "--entries", "500", "--dir", t.TempDir())
-	if code != ExitOK || !strings.Contains(out, "full decode") || !strings.Contains(out, "/ raw cached") {
+	if code != ExitOK || !strings.Contains(out, "full decode") || !strings.Contains(out, "/ raw cached") || !strings.Contains(out, "heap / canonical") {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 	if _, _, code := run(t, "bench", "inspect", "--entries", "-1"); code != ExitUsage {
