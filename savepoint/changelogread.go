@@ -157,16 +157,39 @@ func (sp *Savepoint) WalkStateChanges(ctx context.Context, h *ChangelogHandle, f
 	return nil
 }
 
+// ChangeSetError is a malformed change set in a change-log file. Offsets
+// count from the byte after the file's compression flag, in decompressed
+// bytes for a compressed file (as Flink's offsets do).
+type ChangeSetError struct {
+	File       string
+	Compressed bool
+	// SetOffset is the change set's offset from the handle, Offset where
+	// the problem is.
+	SetOffset, Offset int64
+	Err               error
+}
+
+func (e *ChangeSetError) Error() string {
+	kind := ""
+	if e.Compressed {
+		kind = "decompressed "
+	}
+	return fmt.Sprintf("%s: state-change set at %soffset %d: at offset %d: %v", e.File, kind, e.SetOffset, e.Offset, e.Err)
+}
+
+func (e *ChangeSetError) Unwrap() error { return e.Err }
+
 // readChangeSet reads the change set at s.Offset of s's stream.
 func (sp *Savepoint) readChangeSet(ctx context.Context, s ChangelogStream, fn func(StateChange) error) error {
 	obj, err := sp.OpenStream(ctx, s.Handle, 0)
 	if err != nil {
 		return err
 	}
-	name := obj.Loc.Name
 	size := obj.Size()
+	cerr := &ChangeSetError{File: obj.Loc.Name, SetOffset: s.Offset}
 	fail := func(at int64, format string, args ...any) error {
-		return fmt.Errorf("%w: %s: state-change set at offset %d: at offset %d: %s", ErrFormat, name, s.Offset, at, fmt.Sprintf(format, args...))
+		cerr.Offset, cerr.Err = at, fmt.Errorf("%w: "+format, append([]any{binfmt.ErrCorrupt}, args...)...)
+		return cerr
 	}
 	var flag [1]byte
 	if _, err := obj.ReadAt(flag[:], 0); err != nil {
@@ -177,15 +200,16 @@ func (sp *Savepoint) readChangeSet(ctx context.Context, s ChangelogStream, fn fu
 	case 0:
 		r = io.NewSectionReader(obj, 1, size-1)
 	case 1:
+		cerr.Compressed = true
 		r = keyed.NewSnappyReader(io.NewSectionReader(obj, 1, size-1), 1)
 	default:
 		return fail(0, "compression flag %d (want 0 or 1)", flag[0])
 	}
 	if s.Offset < 0 || (flag[0] == 0 && s.Offset >= size-1) {
-		return fail(s.Offset, "offset outside the %d-byte stream", size)
+		return fail(s.Offset, "offset outside the %d bytes after the compression flag", size-1)
 	}
 	if n, err := io.CopyN(io.Discard, r, s.Offset); err != nil {
-		return fail(n, "skipping to the change set: %v", err)
+		return fail(n, "skipping to the change set: %v", noEOF(err))
 	}
 	// pos counts decompressed bytes after the flag.
 	pos := s.Offset
