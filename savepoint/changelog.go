@@ -86,9 +86,9 @@ func ReadableSubtasks(op *OperatorState) []*SubtaskState {
 const ProblemChangelog = "changelog"
 
 // checkChangelog checks the materialized handles of h like plain keyed
-// handles and the streams of its file change logs (tags 10/13): they exist
-// and, unless SkipData, the change set at each offset reads completely and
-// every change's frame decodes.
+// handles, the frames of its inline changes (tag 9) and the streams of its
+// file change logs (tags 10/13): they exist and, unless SkipData, the change
+// set at each offset reads completely and every change's frame decodes.
 func (c *checker) checkChangelog(op *OperatorState, st *SubtaskState, h *ChangelogHandle, raw bool) error {
 	for _, m := range h.Materialized {
 		if m == nil {
@@ -102,6 +102,14 @@ func (c *checker) checkChangelog(op *OperatorState, st *SubtaskState, h *Changel
 	for _, l := range h.NonMaterialized {
 		if l == nil {
 			continue
+		}
+		for i, ch := range l.Changes {
+			if _, err := ParseStateChange(ch); err != nil {
+				if err := c.add(Problem{Kind: ProblemChangelog, File: c.sp.Name(), Offset: -1, Operator: opID, Subtask: st.Index, KeyGroup: int(ch.KeyGroup),
+					Message: fmt.Sprintf("inline state change %d: %v", i, err)}); err != nil {
+					return err
+				}
+			}
 		}
 		for _, s := range l.Streams {
 			if s.Handle == nil {

@@ -366,8 +366,13 @@ func listInlineChanges(c *ChangelogSummary, h *ChangelogHandle) {
 
 // statesString describes the per-state change counts for notes.
 func (c *ChangelogSummary) statesString() string {
+	const maxListed = 12
 	var parts []string
-	for _, s := range c.States {
+	for i, s := range c.States {
+		if i == maxListed {
+			parts = append(parts, fmt.Sprintf("%d more states", len(c.States)-maxListed))
+			break
+		}
 		var ops []string
 		for op, n := range s.Changes {
 			ops = append(ops, fmt.Sprintf("%s %d", op, n))

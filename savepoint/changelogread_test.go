@@ -375,3 +375,41 @@ func FuzzStateChangeFile(f *testing.F) {
 		_ = c.String()
 	})
 }
+
+// TestCheckInlineChanges reports an inline change whose frame does not
+// decode, with the subtask and key group.
+func TestCheckInlineChanges(t *testing.T) {
+	raw := readMoreFixture(t, fixtureChangelog)
+	md, err := ParseMetadata(raw, fixtureChangelog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := s3.NewMem()
+	dir := moreFixtureDir(t, fixtureChangelog)
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if e.Name() != MetadataName {
+			b, _ := os.ReadFile(filepath.Join(dir, e.Name()))
+			_ = st.Put(t.Context(), e.Name(), bytes.NewReader(b), int64(len(b)))
+		}
+	}
+	h := md.Operators[1].Subtasks[0].ManagedKeyed.(*ChangelogHandle)
+	h.NonMaterialized[0].Changes[1].Data[0] = 42 // unknown operation
+	b, err := EncodeMetadata(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = st.Put(t.Context(), MetadataName, bytes.NewReader(b), int64(len(b)))
+	sp, err := Open(t.Context(), st, MetadataName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probs, _ := Check(t.Context(), sp, CheckOptions{})
+	if len(probs) != 1 || probs[0].Kind != ProblemChangelog || probs[0].Subtask != 1 || probs[0].KeyGroup != 1 || !strings.Contains(probs[0].Message, "unknown state change operation 42") {
+		t.Fatalf("%v", probs)
+	}
+	sum := Summarize(sp)
+	if c := sum.Operators[1].Changelog; c.Undecoded != 1 || !strings.Contains(sum.Operators[1].Note, "1 changes not decoded") {
+		t.Errorf("%+v / %q", c, sum.Operators[1].Note)
+	}
+}
