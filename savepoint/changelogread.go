@@ -16,7 +16,8 @@ import (
 // ChangelogBackendLogApplier). Each change is one byte string logged for a
 // key group:
 //
-//	key group -1 (metadata): u8 op (8 in Flink 1.17, 9 in other releases),
+//	key group -1 (metadata): u8 op (8 as Flink 1.17 wrote it; the
+//	    StateChangeOperation sources at hand say 9; both are accepted),
 //	    i32 meta-info snapshot version, the StateMetaInfoSnapshot (starts
 //	    with UTF state name), [key/value states: TTL config and default
 //	    value], u16 stateId, u8 backend state type (0 KEY_VALUE,
