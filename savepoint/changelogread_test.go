@@ -3,6 +3,8 @@ package savepoint
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,6 +28,7 @@ func TestChangelogFixtureChanges(t *testing.T) {
 	}
 	sp := &Savepoint{Meta: md, Store: s3.NewMem(), MetadataKey: MetadataName}
 	got := map[string]int{}
+	values := map[string]bool{}
 	types := map[string]string{}
 	for _, op := range md.Operators {
 		for _, st := range op.Subtasks {
@@ -55,6 +58,15 @@ func TestChangelogFixtureChanges(t *testing.T) {
 					t.Errorf("%s: operation %s", name, StateChangeOpName(info.Op))
 				}
 				got[fmt.Sprintf("%s %s %d", op.ID, name, c.KeyGroup)]++
+				if name == "state-name" {
+					// SET of a VALUE state: key Tuple1<Long> (8 bytes),
+					// namespace (void: 1 byte, Long: 8), value Long.
+					p := info.Payload
+					if len(p) != 17 && len(p) != 24 {
+						return fmt.Errorf("SET payload of %d bytes", len(p))
+					}
+					values[fmt.Sprintf("%s %d key %d value %d", op.ID, c.KeyGroup, int64(binary.BigEndian.Uint64(p)), int64(binary.BigEndian.Uint64(p[len(p)-8:])))] = true
+				}
 				return nil
 			})
 			if err != nil {
@@ -63,8 +75,22 @@ func TestChangelogFixtureChanges(t *testing.T) {
 		}
 	}
 	want := map[string]int{}
+	nValues := 0
 	for _, e := range readMoreExpected(t, fixtureV2) {
 		want[fmt.Sprintf("%s %s %d", e.Op, e.State, e.KG)]++
+		if e.State == "state-name" {
+			var key []int64
+			if err := json.Unmarshal(e.Key, &key); err != nil || len(key) != 1 {
+				t.Fatalf("key %s: %v", e.Key, err)
+			}
+			nValues++
+			if k := fmt.Sprintf("%s %d key %d value %d", e.Op, e.KG, key[0], e.Value); !values[k] {
+				t.Errorf("no change sets %s", k)
+			}
+		}
+	}
+	if len(values) != nValues {
+		t.Errorf("%d SET changes, %d expected values", len(values), nValues)
 	}
 	if len(got) != len(want) {
 		t.Errorf("%d (operator, state, key group) cells, want %d", len(got), len(want))

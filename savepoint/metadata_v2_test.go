@@ -52,6 +52,7 @@ type expectedEntry struct {
 	State   string          `json:"state"`
 	Type    string          `json:"type"`
 	Key     json.RawMessage `json:"key"`
+	Value   int64           `json:"value"`
 	Op      string          `json:"op"`
 	Subtask int             `json:"subtask"`
 }
