@@ -1,6 +1,9 @@
 package savepoint
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // This file lets the readers of keyed data see through the changelog state
 // backend's handles (ChangelogHandle, tags 8/14): they decode the
@@ -79,9 +82,13 @@ func ReadableSubtasks(op *OperatorState) []*SubtaskState {
 	return out
 }
 
+// ProblemChangelog: a state-change log's change set is malformed.
+const ProblemChangelog = "changelog"
+
 // checkChangelog checks the materialized handles of h like plain keyed
-// handles and the streams of its file change logs (tags 10/13) for
-// presence and offsets inside them.
+// handles, the frames of its inline changes (tag 9) and the streams of its
+// file change logs (tags 10/13): they exist and, unless SkipData, the change
+// set at each offset reads completely and every change's frame decodes.
 func (c *checker) checkChangelog(op *OperatorState, st *SubtaskState, h *ChangelogHandle, raw bool) error {
 	for _, m := range h.Materialized {
 		if m == nil {
@@ -96,6 +103,14 @@ func (c *checker) checkChangelog(op *OperatorState, st *SubtaskState, h *Changel
 		if l == nil {
 			continue
 		}
+		for i, ch := range l.Changes {
+			if _, err := ParseStateChange(ch); err != nil {
+				if err := c.add(Problem{Kind: ProblemChangelog, File: c.sp.Name(), Offset: -1, Operator: opID, Subtask: st.Index, KeyGroup: int(ch.KeyGroup),
+					Message: fmt.Sprintf("inline state change %d: %v", i, err)}); err != nil {
+					return err
+				}
+			}
+		}
 		for _, s := range l.Streams {
 			if s.Handle == nil {
 				if err := c.add(Problem{Kind: ProblemStructure, File: c.sp.Name(), Offset: -1, Operator: opID, Subtask: st.Index, KeyGroup: -1,
@@ -105,12 +120,26 @@ func (c *checker) checkChangelog(op *OperatorState, st *SubtaskState, h *Changel
 				continue
 			}
 			loc, size, err := c.checkStream(op, st, s.Handle)
-			if err != nil {
-				return err
+			if err != nil || size < 0 || c.o.SkipData {
+				if err != nil {
+					return err
+				}
+				continue
 			}
-			if size >= 0 && (s.Offset < 0 || s.Offset >= size) {
-				if err := c.add(Problem{Kind: ProblemOffset, File: loc.Name, Offset: s.Offset, Operator: opID, Subtask: st.Index, KeyGroup: -1,
-					Message: fmt.Sprintf("state-change log offset outside the %d-byte stream", size)}); err != nil {
+			err = c.sp.readChangeSet(c.ctx, s, func(ch StateChange) error {
+				_, err := ParseStateChange(ch)
+				if err != nil {
+					return fmt.Errorf("change in key group %d: %w", ch.KeyGroup, err)
+				}
+				return nil
+			})
+			if err != nil {
+				p := Problem{Kind: ProblemChangelog, File: loc.Name, Offset: s.Offset, Operator: opID, Subtask: st.Index, KeyGroup: -1, Message: err.Error()}
+				var ce *ChangeSetError
+				if errors.As(err, &ce) {
+					p.File, p.Offset, p.Message = ce.File, ce.Offset, ce.Error()
+				}
+				if err := c.add(p); err != nil {
 					return err
 				}
 			}

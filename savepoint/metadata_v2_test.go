@@ -52,6 +52,7 @@ type expectedEntry struct {
 	State   string          `json:"state"`
 	Type    string          `json:"type"`
 	Key     json.RawMessage `json:"key"`
+	Value   int64           `json:"value"`
 	Op      string          `json:"op"`
 	Subtask int             `json:"subtask"`
 }
@@ -712,4 +713,47 @@ func FuzzMetadataV2Changelog(f *testing.F) {
 			t.Fatal("re-encoding differs")
 		}
 	})
+}
+
+// TestMetadataV2FixtureSummary opens the V2 savepoint: no trailer, so the
+// format is inferred from the probed keyed blocks (the heap backend's
+// layout of Flink 1.9), and check finds nothing wrong.
+func TestMetadataV2FixtureSummary(t *testing.T) {
+	sp, err := Open(t.Context(), mustLocal(t, moreFixtureDir(t, fixtureV2)), MetadataName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sp.Props != nil || sp.PropsErr != nil || sp.FormatType() != "" {
+		t.Fatalf("properties %+v / %v", sp.Props, sp.PropsErr)
+	}
+	s := Summarize(sp)
+	if s.MetadataVersion != 2 || s.CheckpointID != 21 || s.Files != 0 || s.InlineBytes == 0 || s.InlineBytes != s.TotalBytes {
+		t.Errorf("summary %+v", s)
+	}
+	if err := ScanSummary(t.Context(), sp, s, ScanOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if s.FormatType != FormatNative || !s.FormatInferred {
+		t.Errorf("format %q inferred %v", s.FormatType, s.FormatInferred)
+	}
+	keyed := 0
+	for _, os := range s.Operators {
+		if os.Changelog != nil {
+			t.Errorf("operator %s: changelog summary", os.ID)
+		}
+		if os.KeyedLayout == "" {
+			continue
+		}
+		keyed++
+		if os.KeyedLayout != LayoutNativeHeap || len(os.KeyedTags) != 1 || os.KeyedTags[0] != TagKeyGroups || len(os.KeyedStates) == 0 {
+			t.Errorf("operator %s: layout %q tags %v, %d states", os.ID, os.KeyedLayout, os.KeyedTags, len(os.KeyedStates))
+		}
+	}
+	if keyed != 4 {
+		t.Errorf("%d keyed operators, want 4", keyed)
+	}
+	probs, _ := Check(t.Context(), sp, CheckOptions{})
+	for _, p := range probs {
+		t.Errorf("check: %v", p)
+	}
 }

@@ -468,6 +468,9 @@ type stateAcc struct {
 // handles are skipped (their header, when readable, still lists the
 // states). o.Workers 0 means DefaultWorkers here (1 reads sequentially).
 func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions) error {
+	if err := scanChangelogFiles(ctx, sp, sum, o); err != nil {
+		return err
+	}
 	o.SkipNative = true
 	if o.Workers == 0 {
 		// The statistics do not depend on the order of entries, and the

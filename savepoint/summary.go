@@ -104,12 +104,28 @@ type ChangelogSummary struct {
 	FileBytes int64         `json:"fileBytes"`
 	// CheckpointedBytes sums the handles' checkpointed sizes.
 	CheckpointedBytes int64 `json:"checkpointedBytes"`
+	// States counts the logged data changes per state (by name), from the
+	// inline changes (Summarize) and the change-log files (ScanSummary).
+	States []*ChangelogStateSummary `json:"states,omitempty"`
+	// MetadataChanges counts the metadata changes (state registrations).
+	MetadataChanges int `json:"metadataChanges"`
+	// Undecoded counts changes whose frame did not decode; Problem is the
+	// first such error.
+	Undecoded int    `json:"undecoded,omitempty"`
+	Problem   string `json:"problem,omitempty"`
 }
 
 // String is a one-line description for notes.
 func (c *ChangelogSummary) String() string {
-	return fmt.Sprintf("changelog state backend: %d handles, %d materialized handles (materialization ids %v), %d state-change logs: %d inline changes (%d B), %d change-log files (%d B)",
+	s := fmt.Sprintf("changelog state backend: %d handles, %d materialized handles (materialization ids %v), %d state-change logs: %d inline changes (%d B), %d change-log files (%d B)",
 		c.Handles, c.MaterializedHandles, c.MaterializationIDs, c.ChangeLogs, c.InlineChanges, c.InlineBytes, len(c.Files), c.FileBytes)
+	if len(c.States) > 0 {
+		s += "; changes by state: " + c.statesString()
+	}
+	if c.Undecoded > 0 {
+		s += fmt.Sprintf("; %d changes not decoded (first: %s)", c.Undecoded, c.Problem)
+	}
+	return s
 }
 
 // OperatorStateSummary is one named operator (non-keyed) state.
@@ -381,10 +397,7 @@ func Summarize(sp *Savepoint) *Summary {
 			os.Note = "keyed handles mix canonical and native layouts"
 		}
 		if os.Changelog != nil {
-			if os.Note != "" {
-				os.Note += "; "
-			}
-			os.Note += os.Changelog.String()
+			os.Note = changelogNote(os.Note, os.Changelog)
 		}
 		s.Operators = append(s.Operators, os)
 	}
@@ -397,6 +410,7 @@ func Summarize(sp *Savepoint) *Summary {
 func summarizeChangelog(c *ChangelogSummary, st int, h *ChangelogHandle, add func(*StreamHandle)) {
 	c.Handles++
 	c.CheckpointedBytes += h.CheckpointedSize
+	listInlineChanges(c, h)
 	for _, m := range h.Materialized {
 		if m != nil {
 			c.MaterializedHandles++
