@@ -183,7 +183,10 @@ func TestMigrateCommandNothingToMigrate(t *testing.T) {
 	}
 	dst := filepath.Join(t.TempDir(), "dst")
 	out, errOut, code := run(t, "--json", "migrate", dir, dst)
-	if code != ExitOK || !strings.Contains(out, `"migrationNeeded":false`) {
+	var res struct {
+		MigrationNeeded *bool `json:"migrationNeeded"`
+	}
+	if code != ExitOK || json.Unmarshal([]byte(out), &res) != nil || res.MigrationNeeded == nil || *res.MigrationNeeded {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 	if objs, _ := os.ReadDir(dst); len(objs) != 0 {
