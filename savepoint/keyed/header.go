@@ -323,8 +323,12 @@ func offsetOf(err error) int64 {
 	return -1
 }
 
-// maxResyncTrials bounds the trial parses of one header's resynchronisation.
-const maxResyncTrials = 4096
+// Bounds of one header's resynchronisation: trial parses, and bytes
+// parsed by them.
+const (
+	maxResyncTrials = 4096
+	maxResyncWork   = 64 << 20
+)
 
 // headerParser parses the state meta infos of a keyed or operator header,
 // resynchronising after unreadable snapshots when the end is known.
@@ -332,13 +336,14 @@ type headerParser struct {
 	b      []byte // the header bytes (cut at end when it is known)
 	end    int    // exact end, -1 when unknown
 	trials int    // trial parses left
+	work   int    // bytes trial parses may still cover
 	// extra is the number of further state lists after the first (the
 	// operator header has two: list states, then broadcast states).
 	extra int
 }
 
 func newHeaderParser(b []byte, end int) *headerParser {
-	p := &headerParser{b: b, end: -1, trials: maxResyncTrials}
+	p := &headerParser{b: b, end: -1, trials: maxResyncTrials, work: maxResyncWork}
 	if end >= 0 && end <= len(b) {
 		p.b, p.end = b[:end], end
 	}
@@ -469,6 +474,9 @@ func (p *headerParser) recover(d *binfmt.Decbuf, start int, next hpos, what stri
 			continue
 		}
 		if p.trials--; p.trials < 0 {
+			return nil, ""
+		}
+		if p.work -= p.end - q; p.work < 0 {
 			return nil, ""
 		}
 		td := binfmt.New(p.b, 0)
