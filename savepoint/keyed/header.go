@@ -490,6 +490,10 @@ func (p *headerParser) recover(d *binfmt.Decbuf, start int, next hpos, what stri
 		d.Pos = q
 		s := &serde.Snapshot{Class: class, Version: version, Offset: int64(start + 4), OuterVersion: -1,
 			Raw: p.b[start+4 : q : q], Opaque: true}
+		if ser, _, ok := serde.LegacyAdapter(s.Raw); ok {
+			// A legacy config snapshot: the type is its serializer's.
+			s.TypeClass = ser
+		}
 		problem := "is not a known serializer snapshot"
 		if !errors.Is(cause, serde.ErrUnknownSnapshot) {
 			inner := cause

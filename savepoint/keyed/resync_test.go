@@ -384,3 +384,45 @@ func TestResyncBounded(t *testing.T) {
 	}
 	t.Logf("%d-byte header: %v (%v)", len(b), err, time.Since(start))
 }
+
+// legacySnap is a legacy TypeSerializerConfigSnapshot written through
+// Flink's adapter: the serializer Java-serialized, then the config
+// snapshot's own (unframed) body.
+func legacySnap(configClass, serializerClass string, body ...byte) flinkwrite.RawSnapshot {
+	var js binfmt.Encbuf
+	js.PutBytes([]byte{0xac, 0xed, 0x00, 0x05, 0x73, 0x72})
+	_ = js.PutUTF(serializerClass)
+	js.PutI64(42)                         // serialVersionUID
+	js.PutBytes([]byte{0x02, 0x00, 0x00}) // SC_SERIALIZABLE, no fields
+	js.PutBytes([]byte{0x78, 0x70})       // end of annotations, no superclass
+	var e binfmt.Encbuf
+	_ = e.PutUTF(configClass)
+	e.PutI32(serde.AdapterVersion)
+	e.PutI32(1)
+	e.PutI32(int32(len(js.B)))
+	e.PutBytes(js.B)
+	e.PutI32(1) // config snapshot version
+	e.PutBytes(body)
+	return flinkwrite.RawSnapshot{Versioned: e.B}
+}
+
+func TestLegacyConfigSnapshotResync(t *testing.T) {
+	var body binfmt.Encbuf
+	_ = body.PutUTF("com.example.Payload")
+	void := flinkwrite.VoidNamespaceSnapshot
+	b := mustHeader(t, flinkwrite.Header{KeySerializer: flinkwrite.LongSnapshot, States: []flinkwrite.StateMetaInfo{
+		flinkwrite.KeyedStateMeta("old", flinkwrite.KindValue, void, legacySnap("com.example.MyConfigSnapshot", "com.example.MySerializer", body.B...)),
+	}})
+	_, _, err := ParseHeader(b, "f")
+	if !errors.Is(err, serde.ErrUnsupported) || !strings.Contains(err.Error(), "com.example.MySerializer") {
+		t.Fatalf("plain parse: %v", err)
+	}
+	h, _, err := ParseHeaderWithin(b, "f", len(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := h.States[0]
+	if m.Partial == "" || m.Value.String() != "LEGACY(com.example.MySerializer)" || m.Namespace.Class != serde.ClassVoid {
+		t.Fatalf("partial %q, value %s", m.Partial, m.Value)
+	}
+}

@@ -352,7 +352,11 @@ func readVersioned(d *binfmt.Decbuf, depth int) *Snapshot {
 	}
 	if s.Version == AdapterVersion {
 		d.Pos = start
-		d.Fail(fmt.Errorf("%w: legacy TypeSerializerConfigSnapshot (adapter version) of class %s", ErrUnsupported, s.Class))
+		what := ""
+		if ser, cv, ok := LegacyAdapter(d.B[start:]); ok {
+			what = fmt.Sprintf(" for serializer %s (config version %d)", ser, cv)
+		}
+		d.Fail(fmt.Errorf("%w: legacy TypeSerializerConfigSnapshot %s%s: its own body is not length-prefixed", ErrUnsupported, s.Class, what))
 		return nil
 	}
 	kind, ok := kindOf(s.Class)
@@ -673,6 +677,9 @@ func (s *Snapshot) String() string {
 		return "<nil>"
 	}
 	if s.Opaque {
+		if s.TypeClass != "" {
+			return "LEGACY(" + s.TypeClass + ")"
+		}
 		return "UNKNOWN(" + s.Name() + ")"
 	}
 	nested := func() string {
@@ -772,4 +779,44 @@ func (s *Snapshot) String() string {
 		return t
 	}
 	return s.Name()
+}
+
+// LegacyAdapter reads the start of a legacy TypeSerializerConfigSnapshot
+// (Flink 1.7-1.x serializers not yet moved to TypeSerializerSnapshot),
+// given as its versioned form in b. Flink wrote it through an adapter:
+//
+//	UTF config snapshot class, i32 0x7A53C4F0 (adapter version),
+//	i32 1 (TypeSerializerSerializationProxy version), i32 n,
+//	n bytes: the serializer, Java-serialized,
+//	i32 config snapshot version, then the class's own body
+//
+// It returns the serializer's class and the config snapshot version. The
+// class-specific rest is not framed; readers step over it with the header
+// end (see keyed.ParseHeaderWithin).
+func LegacyAdapter(b []byte) (serializer string, configVersion int32, ok bool) {
+	d := binfmt.New(b, 0)
+	d.UTF()
+	if d.I32() != AdapterVersion || d.I32() != 1 {
+		return "", 0, false
+	}
+	n := d.Count("serializer bytes", 1<<30, 1)
+	js := d.Bytes(n)
+	configVersion = d.I32()
+	if d.Err() != nil {
+		return "", 0, false
+	}
+	if st, _, err := javaser.ParseOne(js, 0); err == nil {
+		if o, ok := st.First().(*javaser.Object); ok {
+			return o.ClassName(), configVersion, true
+		}
+	}
+	// The object did not parse: its class descriptor still names it
+	// (magic, TC_OBJECT, TC_CLASSDESC, UTF name).
+	if len(js) > 8 && js[0] == 0xac && js[1] == 0xed && js[4] == 0x73 && js[5] == 0x72 {
+		cd := binfmt.New(js[6:], 0)
+		if name := cd.UTF(); cd.Err() == nil && name != "" {
+			return name, configVersion, true
+		}
+	}
+	return "", configVersion, true
 }
