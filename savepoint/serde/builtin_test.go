@@ -196,12 +196,17 @@ func TestBuiltinSnapshotFields(t *testing.T) {
 		t.Fatal("NodeId snapshot without its EventId serializer accepted")
 	}
 	s = parseWritten(t, rawSnap(ClassAvro, 2, (&enc{}).utf("com.example.User").utf(`{"type":"record","name":"User","fields":[]}`).B))
-	if s.String() != "AVRO<com.example.User>" || !strings.Contains(s.Schema, `"name":"User"`) || NewDecoder(s).Supported() {
+	if s.String() != "AVRO<com.example.User>" || !strings.Contains(s.Schema, `"name":"User"`) || !NewDecoder(s).Supported() {
 		t.Fatalf("avro snapshot %q %q", s.String(), s.Schema)
 	}
 	s = parseWritten(t, rawSnap(ClassAvro, 1, (&enc{}).utf(`"string"`).B))
-	if s.Schema != `"string"` || s.String() != "AVRO" {
+	if s.Schema != `"string"` || s.String() != "AVRO<STRING>" {
 		t.Fatalf("avro v1 %q %q", s.String(), s.Schema)
+	}
+	// A schema that does not parse leaves the values raw.
+	s = parseWritten(t, rawSnap(ClassAvro, 1, (&enc{}).utf(`{"type":"record"`).B))
+	if NewDecoder(s).Supported() || s.String() != "AVRO" {
+		t.Fatalf("bad avro schema: %q", s.String())
 	}
 	s = parseWritten(t, rawSnap(ClassValue, 2, (&enc{}).utf("com.example.MyValue").B))
 	if s.String() != "VALUE<com.example.MyValue>" || NewDecoder(s).Supported() {
@@ -264,4 +269,70 @@ func FuzzBuiltinDecoders(f *testing.F) {
 		d := binfmt.New(data, 0)
 		dec.Skip(d)
 	})
+}
+
+// avroStr appends a string as Flink's DataOutputEncoder writes it.
+func (e *enc) avroStr(s string) *enc { e.PutI32(int32(len(s))); e.PutBytes([]byte(s)); return e }
+
+func TestAvroValues(t *testing.T) {
+	const schema = `{"type":"record","name":"User","namespace":"com.example","fields":[
+		{"name":"id","type":"long"},
+		{"name":"name","type":"string"},
+		{"name":"tags","type":{"type":"array","items":"string"}},
+		{"name":"scores","type":{"type":"map","values":"int"}},
+		{"name":"nick","type":["null","string"]},
+		{"name":"color","type":{"type":"enum","name":"Color","symbols":["RED","GREEN"]}},
+		{"name":"hash","type":{"type":"fixed","name":"H","size":2}},
+		{"name":"ts","type":{"type":"long","logicalType":"timestamp-millis"}},
+		{"name":"next","type":["null","User"]},
+		{"name":"ok","type":"boolean"},
+		{"name":"w","type":"double"}]}`
+	s := parseWritten(t, rawSnap(ClassAvro, 2, (&enc{}).utf("com.example.User").utf(schema).B))
+	dec := NewDecoder(s)
+	if !dec.Supported() {
+		t.Fatal("avro decoder not supported")
+	}
+	user := func(e *enc, id int64, next bool) *enc {
+		e.i64(id).avroStr("ann")
+		e.u8(2).avroStr("a").avroStr("b").u8(0) // one block of 2, then the end
+		e.u8(1).avroStr("x").i32(7).u8(0)
+		e.i32(1).avroStr("annie")
+		e.i32(1)
+		e.u8(0xAB).u8(0xCD)
+		e.i64(1700000000000)
+		if next {
+			e.i32(1)
+			return e
+		}
+		e.i32(0).bool(true).i64(0x4000000000000000)
+		return e
+	}
+	data := user(user(&enc{}, 1, true), 2, false).bool(false).i64(0).B
+	v, err := DecodeAll(dec, data, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":1,"name":"ann","tags":["a","b"],"scores":[{"key":"x","value":7}],"nick":"annie","color":"GREEN","hash":"q80=","ts":1700000000000,` +
+		`"next":{"id":2,"name":"ann","tags":["a","b"],"scores":[{"key":"x","value":7}],"nick":"annie","color":"GREEN","hash":"q80=","ts":1700000000000,"next":null,"ok":true,"w":2},` +
+		`"ok":false,"w":0}`
+	if got := jsonOf(t, v); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	// Corrupt data: a union branch out of range, a huge block count.
+	for _, bad := range [][]byte{
+		(&enc{}).i64(1).avroStr("a").u8(0).u8(0).i32(5).B,
+		(&enc{}).i64(1).avroStr("a").u8(0xff).u8(0xff).u8(0xff).u8(0x7f).B,
+	} {
+		if _, err := DecodeAll(dec, bad, 0); err == nil {
+			t.Fatalf("corrupt avro data %x decoded", bad)
+		}
+	}
+	// Null items are bounded by count.
+	s = parseWritten(t, rawSnap(ClassAvro, 1, (&enc{}).utf(`{"type":"array","items":"null"}`).B))
+	if _, err := DecodeAll(NewDecoder(s), []byte{0xff, 0xff, 0xff, 0x7f, 0}, 0); err == nil {
+		t.Fatal("2^28 nulls accepted")
+	}
+	if v, err := DecodeAll(NewDecoder(s), []byte{3, 0}, 0); err != nil || jsonOf(t, v) != "[null,null,null]" {
+		t.Fatalf("three nulls: %v %v", v, err)
+	}
 }

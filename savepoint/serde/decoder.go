@@ -81,6 +81,7 @@ const (
 	kGenericArray
 	kPrimArray
 	kStringValue
+	kAvro
 )
 
 type decoder struct {
@@ -95,6 +96,7 @@ type decoder struct {
 	mask   bool
 	nwords int  // BinaryRowData: null bit-set width in bytes
 	elem   kind // primitive array element
+	avro   *avroNode
 	sup    bool
 }
 
@@ -457,7 +459,7 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 		}
 		return &Raw{Serializer: dc.class(), Bytes: append([]byte(nil), b...)}
 	case kEventID, kDewey, kNodeID, kSBEdge, kSBNode, kLockable, kNFAState, kStreamElement,
-		kEnum, kEither, kNullable, kOption, kCaseClass, kJavaRow, kGenericArray, kPrimArray, kStringValue:
+		kEnum, kEither, kNullable, kOption, kCaseClass, kJavaRow, kGenericArray, kPrimArray, kStringValue, kAvro:
 		v := dc.decodeBuiltin(d)
 		if d.Err() != nil {
 			return nil
