@@ -243,6 +243,8 @@ func builtinSeeds(t testing.TB) [][2][]byte {
 		{mustTop(t, composite(ClassJavaRow, 4, []byte{1}, long, long)), (&enc{}).u8(0x20).i64(1).B},
 		{mustTop(t, composite(ClassGenericArray, 1, (&enc{}).utf("x").B, long)), (&enc{}).i32(1).bool(true).i64(1).B},
 		{mustTop(t, simple(arrayPkg+"StringArraySerializer$StringArraySerializerSnapshot")), (&enc{}).i32(1).sv("a").B},
+		{mustTop(t, rawSnap(ClassAvro, 1, (&enc{}).utf(`{"type":"record","name":"R","fields":[{"name":"a","type":{"type":"array","items":["null","R"]}},{"name":"m","type":{"type":"map","values":"long"}}]}`).B)),
+			(&enc{}).u8(1).i32(1).u8(0).u8(0).u8(0).u8(0).B},
 	}
 }
 
