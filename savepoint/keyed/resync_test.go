@@ -360,6 +360,26 @@ func FuzzParseHeaderWithin(f *testing.F) {
 		}
 	}
 	fuzzSeedsFromFixtures(f, func(h []byte, _ [][]byte, _ int) { f.Add(h, len(h)) })
+	if d := fixtures.Dir(); d != "" {
+		// The CEP header (inline in its _metadata), cut at its first offset.
+		if _, err := os.Stat(filepath.Join(d, "..", "flink-fixtures-more", "sql-rocksdb-canonical-cep-match")); err == nil {
+			m := readTestMetadata(f, filepath.Join("..", "flink-fixtures-more", "sql-rocksdb-canonical-cep-match"))
+			for _, op := range m.operators {
+				for _, st := range op.subtasks {
+					if st.keyed == nil {
+						continue
+					}
+					data := st.keyed.stream.bytes(f)
+					for _, off := range st.keyed.offsets {
+						if off > 0 && int(off) <= len(data) {
+							f.Add(data[:off], int(off))
+							break
+						}
+					}
+				}
+			}
+		}
+	}
 	f.Fuzz(func(t *testing.T, b []byte, end int) {
 		h, n, err := ParseHeaderWithin(b, "fuzz", end)
 		if err == nil && (n > len(b) || len(h.Raw) != n) {

@@ -11,10 +11,14 @@
 // of every supported class (simple, composite, tuple, TTL, list, map, timer,
 // RowData with Java-serialized LogicalTypes, BinaryRowData, Decimal,
 // Timestamp, LinkedList, External, RawValueData, WindowKey, ArrayData,
-// MapData, SortedMap, TtlAware, POJO, Kryo) and fails on any other class
-// with an error naming the class and its offset. Inside POJO snapshots the
-// field snapshots are length-framed, so unknown field serializer classes
-// are kept as opaque snapshots instead of failing.
+// MapData, SortedMap, TtlAware, POJO, Kryo, and those of builtin.go: CEP,
+// StreamElement, enum, Either, Nullable, Java Row, Scala, arrays, Value
+// types, Avro) and fails on any other class with an error naming the class
+// and its offset (ErrUnknownSnapshot; legacy forms: ErrUnsupported). Inside
+// POJO snapshots the field snapshots are length-framed, so unknown field
+// serializer classes are kept as opaque snapshots instead of failing; in
+// state headers keyed.ParseHeaderWithin steps over unknown top-level
+// snapshots using the header's end.
 //
 // Every Snapshot keeps Raw, the exact bytes it was read from, so a writer
 // can re-emit it byte-identically.
