@@ -540,7 +540,9 @@ func (p *headerParser) candidate(q int, next hpos) bool {
 		t, ok := i32At(e)
 		return ok && t >= 0 && t <= int32(KeyValueV2)
 	}
-	countAt := func(q int) bool {
+	// countAt: the state count of list pass at q (an empty list is the
+	// header's end unless further lists follow).
+	countAt := func(q, pass int) bool {
 		if q+2 > len(b) {
 			return false
 		}
@@ -549,13 +551,13 @@ func (p *headerParser) candidate(q int, next hpos) bool {
 			return false
 		}
 		if n == 0 {
-			return p.extra > next.pass || q+2 == p.end
+			return p.extra > pass || q+2 == p.end
 		}
 		return stateAt(q + 2)
 	}
 	switch {
 	case next.i < 0:
-		return countAt(q)
+		return countAt(q, next.pass)
 	case next.j < next.ns:
 		e, ok := utfAt(q)
 		if !ok || e == q+2 {
@@ -571,7 +573,7 @@ func (p *headerParser) candidate(q int, next hpos) bool {
 	case next.i+1 < next.n:
 		return stateAt(q)
 	case next.pass < p.extra:
-		return countAt(q)
+		return countAt(q, next.pass+1)
 	}
 	return q == p.end
 }
