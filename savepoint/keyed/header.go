@@ -623,11 +623,11 @@ func (m *StateMeta) prepare() {
 	}
 	m.valDec = serde.NewDecoder(m.Value)
 	switch {
-	case m.Kind == "LIST" && m.Value.Class == serde.ClassList && len(m.Value.Nested) == 1:
+	case m.Kind == "LIST" && m.Value.Is(serde.ClassList) && len(m.Value.Nested) == 1:
 		m.Element = m.Value.Nested[0]
 		m.elemDec = serde.NewDecoder(m.Element)
 		m.TTL = m.Element.Class == serde.ClassTTL
-	case m.Kind == "MAP" && m.Value.Class == serde.ClassMap && len(m.Value.Nested) == 2:
+	case m.Kind == "MAP" && m.Value.Is(serde.ClassMap) && len(m.Value.Nested) == 2:
 		m.UserKey, m.UserValue = m.Value.Nested[0], m.Value.Nested[1]
 		if uk := m.Serializer(SerUserKey); uk != nil {
 			m.UserKey = uk

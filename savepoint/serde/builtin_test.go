@@ -2,7 +2,9 @@ package serde
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -243,6 +245,8 @@ func builtinSeeds(t testing.TB) [][2][]byte {
 		{mustTop(t, composite(ClassJavaRow, 4, []byte{1}, long, long)), (&enc{}).u8(0x20).i64(1).B},
 		{mustTop(t, composite(ClassGenericArray, 1, (&enc{}).utf("x").B, long)), (&enc{}).i32(1).bool(true).i64(1).B},
 		{mustTop(t, simple(arrayPkg+"StringArraySerializer$StringArraySerializerSnapshot")), (&enc{}).i32(1).sv("a").B},
+		{append([]byte{0, 0, 0, 2}, legacyCompositeBytes(t, "org.apache.flink.api.common.typeutils.base.MapSerializerConfigSnapshot", "x.M", flinkwrite.StringSnapshot, flinkwrite.LongSnapshot)...),
+			(&enc{}).i32(1).sv("k").bool(false).i64(9).B},
 		{mustTop(t, rawSnap(ClassAvro, 1, (&enc{}).utf(`{"type":"record","name":"R","fields":[{"name":"a","type":{"type":"array","items":["null","R"]}},{"name":"m","type":{"type":"map","values":"long"}}]}`).B)),
 			(&enc{}).u8(1).i32(1).u8(0).u8(0).u8(0).u8(0).B},
 	}
@@ -336,5 +340,70 @@ func TestAvroValues(t *testing.T) {
 	}
 	if v, err := DecodeAll(NewDecoder(s), []byte{3, 0}, 0); err != nil || jsonOf(t, v) != "[null,null,null]" {
 		t.Fatalf("three nulls: %v %v", v, err)
+	}
+}
+
+// javaObject is a minimal Java serialization stream of an object of class
+// with no fields.
+func javaObject(class string) []byte {
+	var e binfmt.Encbuf
+	e.PutBytes([]byte{0xac, 0xed, 0x00, 0x05, 0x73, 0x72})
+	_ = e.PutUTF(class)
+	e.PutI64(1)
+	e.PutBytes([]byte{0x02, 0x00, 0x00, 0x78, 0x70})
+	return e.B
+}
+
+// legacyComposite writes a legacy CompositeTypeSerializerConfigSnapshot
+// through Flink's adapter, nested pairs "with resilience".
+func legacyCompositeBytes(t testing.TB, class, serializer string, nested ...flinkwrite.Snapshot) []byte {
+	var buf, offs enc
+	for i, n := range nested {
+		offs.i32(int32(len(buf.B)))
+		js := javaObject(fmt.Sprintf("com.example.NestedSerializer%d", i))
+		buf.i32(1).i32(int32(len(js))).PutBytes(js)
+		offs.i32(int32(len(buf.B)))
+		buf.PutBytes(mustTop(t, n))
+	}
+	js := javaObject(serializer)
+	e := (&enc{}).utf(class).i32(AdapterVersion).i32(1).i32(int32(len(js)))
+	e.PutBytes(js)
+	e.i32(1).i32(int32(len(nested)))
+	e.PutBytes(offs.B)
+	e.i32(int32(len(buf.B)))
+	e.PutBytes(buf.B)
+	return e.B
+}
+
+func TestLegacyCompositeConfigSnapshot(t *testing.T) {
+	b := legacyCompositeBytes(t, "org.apache.flink.api.common.typeutils.base.MapSerializerConfigSnapshot",
+		"org.apache.flink.api.common.typeutils.base.MapSerializer", flinkwrite.StringSnapshot, flinkwrite.LongSnapshot)
+	s, n, err := ParseSnapshot(append([]byte{0, 0, 0, 2}, b...), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(b)+4 || !s.Is(ClassMap) || s.TypeClass != "org.apache.flink.api.common.typeutils.base.MapSerializer" || s.String() != "MAP<STRING, BIGINT>" {
+		t.Fatalf("n %d/%d, %q, %s", n, len(b)+4, s.TypeClass, s)
+	}
+	v, err := DecodeAll(NewDecoder(s), (&enc{}).i32(1).sv("k").bool(false).i64(9).B, 0)
+	if err != nil || jsonOf(t, v) != `[{"key":"k","value":9}]` {
+		t.Fatalf("%v %v", jsonOf(t, v), err)
+	}
+	// An offset outside the nested bytes is an error, not a panic.
+	m := len(mustTop(t, flinkwrite.StringSnapshot)) + len(mustTop(t, flinkwrite.LongSnapshot)) + 2*(8+len(javaObject("com.example.NestedSerializer0")))
+	bad := append([]byte{}, b...)
+	binary.BigEndian.PutUint32(bad[len(bad)-m-8:], 0x7fffffff) // the last offset
+	if _, _, err := ParseSnapshot(append([]byte{0, 0, 0, 2}, bad...), 0); err == nil || !strings.Contains(err.Error(), "outside") {
+		t.Fatalf("offset outside the nested bytes: %v", err)
+	}
+	// A legacy Row snapshot: no row kind in the mask.
+	b = legacyCompositeBytes(t, "org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerConfigSnapshot",
+		"org.apache.flink.api.java.typeutils.runtime.RowSerializer", flinkwrite.LongSnapshot)
+	s, _, err = ParseSnapshot(append([]byte{0, 0, 0, 2}, b...), 0)
+	if err != nil || s.String() != "ROW<BIGINT>" {
+		t.Fatalf("row: %v %v", s, err)
+	}
+	if v, err := DecodeAll(NewDecoder(s), (&enc{}).u8(0).i64(5).B, 0); err != nil || jsonOf(t, v) != `["+I",[5]]` {
+		t.Fatalf("row value %v %v", v, err)
 	}
 }

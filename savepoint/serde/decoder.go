@@ -130,6 +130,15 @@ func build(s *Snapshot, depth int) *decoder {
 	if s == nil || depth > maxSnapshotDepth {
 		return dc
 	}
+	if s.LegacyOf != "" {
+		// A legacy composite config snapshot: its serializer writes what
+		// the current one does.
+		c := *s
+		c.Class, c.LegacyOf = s.LegacyOf, ""
+		d := build(&c, depth+1)
+		d.snap = s
+		return d
+	}
 	kids := func() []*decoder {
 		out := make([]*decoder, len(s.Nested))
 		for i, n := range s.Nested {

@@ -122,6 +122,12 @@ type Snapshot struct {
 	PrevTimestamp bool
 	// Schema is the writer schema of an AvroSerializerSnapshot.
 	Schema string
+	// LegacyOf is set for legacy composite config snapshots (adapter
+	// version) that are read in full: the current snapshot class whose
+	// serializer writes the same data (e.g. ClassMap for
+	// MapSerializerConfigSnapshot). Nested then holds the nested
+	// serializers' snapshots and TypeClass the Java-serialized serializer.
+	LegacyOf string
 	// Opaque marks a snapshot whose class (or form) is unknown, met inside
 	// a length-framed container (POJO field serializers) or delimited by
 	// resynchronising on what follows it: only Class, Version and Raw are
@@ -353,6 +359,14 @@ func readVersioned(d *binfmt.Decbuf, depth int) *Snapshot {
 	s.Version = d.I32()
 	if d.Err() != nil {
 		return nil
+	}
+	if s.Version == AdapterVersion && legacyComposite[s.Class] != "" {
+		readLegacyComposite(d, s, depth)
+		if d.Err() != nil {
+			return nil
+		}
+		s.Raw = d.B[start:d.Pos:d.Pos]
+		return s
 	}
 	if s.Version == AdapterVersion {
 		d.Pos = start
@@ -654,6 +668,12 @@ func readKryo(d *binfmt.Decbuf, s *Snapshot) {
 	}
 }
 
+// Is reports whether s is a snapshot of class, or a legacy config snapshot
+// read as one (LegacyOf).
+func (s *Snapshot) Is(class string) bool {
+	return s != nil && (s.Class == class || s.LegacyOf == class)
+}
+
 // Name returns the snapshot class's short serializer name, e.g.
 // "LongSerializer" or "RowDataSerializer".
 func (s *Snapshot) Name() string {
@@ -679,6 +699,11 @@ func (s *Snapshot) Name() string {
 func (s *Snapshot) String() string {
 	if s == nil {
 		return "<nil>"
+	}
+	if s.LegacyOf != "" {
+		c := *s
+		c.Class, c.LegacyOf = s.LegacyOf, ""
+		return c.String()
 	}
 	if s.Opaque {
 		if s.TypeClass != "" {
@@ -823,4 +848,84 @@ func LegacyAdapter(b []byte) (serializer string, configVersion int32, ok bool) {
 		}
 	}
 	return "", configVersion, true
+}
+
+// legacyComposite maps legacy config snapshots that extend
+// CompositeTypeSerializerConfigSnapshot without adding fields to the
+// current snapshot class of the same serializer (same data format).
+var legacyComposite = map[string]string{
+	"org.apache.flink.api.common.typeutils.base.MapSerializerConfigSnapshot":                                        ClassMap,
+	"org.apache.flink.api.common.typeutils.base.ListSerializerConfigSnapshot":                                       ClassList,
+	"org.apache.flink.api.java.typeutils.runtime.EitherSerializerConfigSnapshot":                                    ClassEither,
+	"org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerConfigSnapshot":                         ClassJavaRow,
+	"org.apache.flink.streaming.runtime.streamrecord.StreamElementSerializer$StreamElementSerializerConfigSnapshot": ClassStreamElement,
+}
+
+// readLegacyComposite reads a legacy CompositeTypeSerializerConfigSnapshot
+// written through the adapter (see LegacyAdapter), after class and
+// version:
+//
+//	i32 1, i32 n, n bytes      the serializer, Java-serialized
+//	i32 config version
+//	i32 k                      nested serializer/snapshot pairs, written
+//	k × (i32 serializer offset, i32 snapshot offset)   "with resilience":
+//	i32 m, m bytes             offsets into these m bytes, where each
+//	                           serializer is framed as above and each
+//	                           snapshot is a top-level snapshot (i32 2, ...)
+func readLegacyComposite(d *binfmt.Decbuf, s *Snapshot, depth int) {
+	if v := d.I32(); d.Err() == nil && v != 1 {
+		d.Failf("legacy serializer proxy version %d, want 1", v)
+		return
+	}
+	js := d.Bytes(d.Count("serializer bytes", 1<<30, 1))
+	if d.Err() != nil {
+		return
+	}
+	if st, _, err := javaser.ParseOne(js, 0); err == nil {
+		if o, ok := st.First().(*javaser.Object); ok {
+			s.TypeClass = o.ClassName()
+		}
+	}
+	s.OuterVersion = d.I32() // the config snapshot's own version
+	k := d.Count("nested serializer", maxNested, 8)
+	offs := make([]int, 0, 2*k)
+	for i := 0; i < 2*k && d.Err() == nil; i++ {
+		offs = append(offs, int(d.I32()))
+	}
+	m := d.Count("nested serializers bytes", 1<<30, 1)
+	base := d.Offset()
+	buf := d.Bytes(m)
+	if d.Err() != nil {
+		return
+	}
+	prev := 0
+	for i, o := range offs {
+		if o < prev || o > m {
+			d.Failf("legacy nested offset %d (index %d) outside [%d, %d]", o, i, prev, m)
+			return
+		}
+		prev = o
+	}
+	for i := 0; i < k; i++ {
+		end := m
+		if 2*i+2 < len(offs) {
+			end = offs[2*i+2]
+		}
+		nd := binfmt.New(buf[:end], base)
+		nd.Pos = offs[2*i+1]
+		if v := nd.I32(); nd.Err() == nil && v != ProxyVersion {
+			d.Fail(&binfmt.OffsetError{Offset: nd.Offset() - 4, Err: fmt.Errorf("%w: nested snapshot proxy version %d", ErrUnsupported, v)})
+			return
+		}
+		n := readVersioned(nd, depth+1)
+		if nd.Err() != nil {
+			d.Fail(nd.Err())
+			return
+		}
+		s.Nested = append(s.Nested, n)
+	}
+	s.LegacyOf = legacyComposite[s.Class]
+	if want := map[string]int{ClassMap: 2, ClassList: 1, ClassEither: 2, ClassStreamElement: 1}[s.LegacyOf]; want > 0 && len(s.Nested) != want {
+		d.Failf("%s has %d nested serializers, want %d", s.Class, len(s.Nested), want)
+	}
 }
