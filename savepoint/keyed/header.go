@@ -323,8 +323,12 @@ func offsetOf(err error) int64 {
 	return -1
 }
 
-// maxResyncTrials bounds the trial parses of one header's resynchronisation.
-const maxResyncTrials = 4096
+// Bounds of one header's resynchronisation: trial parses, and bytes
+// parsed by them.
+const (
+	maxResyncTrials = 4096
+	maxResyncWork   = 64 << 20
+)
 
 // headerParser parses the state meta infos of a keyed or operator header,
 // resynchronising after unreadable snapshots when the end is known.
@@ -332,13 +336,14 @@ type headerParser struct {
 	b      []byte // the header bytes (cut at end when it is known)
 	end    int    // exact end, -1 when unknown
 	trials int    // trial parses left
+	work   int    // bytes trial parses may still cover
 	// extra is the number of further state lists after the first (the
 	// operator header has two: list states, then broadcast states).
 	extra int
 }
 
 func newHeaderParser(b []byte, end int) *headerParser {
-	p := &headerParser{b: b, end: -1, trials: maxResyncTrials}
+	p := &headerParser{b: b, end: -1, trials: maxResyncTrials, work: maxResyncWork}
 	if end >= 0 && end <= len(b) {
 		p.b, p.end = b[:end], end
 	}
@@ -471,6 +476,9 @@ func (p *headerParser) recover(d *binfmt.Decbuf, start int, next hpos, what stri
 		if p.trials--; p.trials < 0 {
 			return nil, ""
 		}
+		if p.work -= p.end - q; p.work < 0 {
+			return nil, ""
+		}
 		td := binfmt.New(p.b, 0)
 		td.Pos = q
 		tm := &StateMeta{OptionMap: map[string]string{}}
@@ -482,6 +490,10 @@ func (p *headerParser) recover(d *binfmt.Decbuf, start int, next hpos, what stri
 		d.Pos = q
 		s := &serde.Snapshot{Class: class, Version: version, Offset: int64(start + 4), OuterVersion: -1,
 			Raw: p.b[start+4 : q : q], Opaque: true}
+		if ser, _, ok := serde.LegacyAdapter(s.Raw); ok {
+			// A legacy config snapshot: the type is its serializer's.
+			s.TypeClass = ser
+		}
 		problem := "is not a known serializer snapshot"
 		if !errors.Is(cause, serde.ErrUnknownSnapshot) {
 			inner := cause
@@ -528,7 +540,9 @@ func (p *headerParser) candidate(q int, next hpos) bool {
 		t, ok := i32At(e)
 		return ok && t >= 0 && t <= int32(KeyValueV2)
 	}
-	countAt := func(q int) bool {
+	// countAt: the state count of list pass at q (an empty list is the
+	// header's end unless further lists follow).
+	countAt := func(q, pass int) bool {
 		if q+2 > len(b) {
 			return false
 		}
@@ -537,13 +551,13 @@ func (p *headerParser) candidate(q int, next hpos) bool {
 			return false
 		}
 		if n == 0 {
-			return p.extra > next.pass || q+2 == p.end
+			return p.extra > pass || q+2 == p.end
 		}
 		return stateAt(q + 2)
 	}
 	switch {
 	case next.i < 0:
-		return countAt(q)
+		return countAt(q, next.pass)
 	case next.j < next.ns:
 		e, ok := utfAt(q)
 		if !ok || e == q+2 {
@@ -559,7 +573,7 @@ func (p *headerParser) candidate(q int, next hpos) bool {
 	case next.i+1 < next.n:
 		return stateAt(q)
 	case next.pass < p.extra:
-		return countAt(q)
+		return countAt(q, next.pass+1)
 	}
 	return q == p.end
 }
@@ -609,11 +623,11 @@ func (m *StateMeta) prepare() {
 	}
 	m.valDec = serde.NewDecoder(m.Value)
 	switch {
-	case m.Kind == "LIST" && m.Value.Class == serde.ClassList && len(m.Value.Nested) == 1:
+	case m.Kind == "LIST" && m.Value.Is(serde.ClassList) && len(m.Value.Nested) == 1:
 		m.Element = m.Value.Nested[0]
 		m.elemDec = serde.NewDecoder(m.Element)
 		m.TTL = m.Element.Class == serde.ClassTTL
-	case m.Kind == "MAP" && m.Value.Class == serde.ClassMap && len(m.Value.Nested) == 2:
+	case m.Kind == "MAP" && m.Value.Is(serde.ClassMap) && len(m.Value.Nested) == 2:
 		m.UserKey, m.UserValue = m.Value.Nested[0], m.Value.Nested[1]
 		if uk := m.Serializer(SerUserKey); uk != nil {
 			m.UserKey = uk

@@ -128,10 +128,14 @@ func ParseOperatorHeaderWithin(b []byte, name string, end int) (*OperatorHeader,
 		p.tail(pd, kh, nil, hpos{i: -1})
 		return kh, pd
 	}
-	kh, pd := parse(end)
-	if pd.Err() != nil && h.Compressed && end >= 10 && end <= len(b) && bytes.Equal(b[end-10:end-6], []byte{0xff, 0x06, 0x00, 0x00}) && bytes.Equal(b[end-6:end], streamID) {
-		// The Snappy stream identifier follows the header.
+	var kh *Header
+	var pd *binfmt.Decbuf
+	if h.Compressed && end >= 10 && end <= len(b) && bytes.Equal(b[end-10:end-6], []byte{0xff, 0x06, 0x00, 0x00}) && bytes.Equal(b[end-6:end], streamID) {
+		// The Snappy stream identifier sits between header and data.
 		kh, pd = parse(end - 10)
+	}
+	if pd == nil || pd.Err() != nil {
+		kh, pd = parse(end)
 	}
 	if pd.Err() != nil {
 		return nil, 0, headerErr(name, pd.Err())

@@ -4,8 +4,9 @@ package serde
 // CEP (NFA state, shared buffer), the async operator's queue
 // (StreamElementSerializer), enums, Java Either, NullableSerializer, the
 // Java Row serializer, Scala case classes / Option / Either, generic and
-// primitive arrays, the *Value types, and the bodies of GenericType-,
-// Avro- and Kryo-style snapshots (class names, schema) whose data stays raw.
+// primitive arrays, the *Value types, Avro (values decoded from the writer
+// schema, see avro.go), and GenericTypeSerializerSnapshot bodies (the type
+// class; the data of user Value types stays raw).
 //
 // Snapshot bodies (after class name and i32 version):
 //
@@ -224,6 +225,9 @@ func builtinString(s *Snapshot) (string, bool) {
 		if s.TypeClass != "" {
 			return "AVRO<" + s.TypeClass + ">", true
 		}
+		if n, err := parseAvroSchema(s.Schema); err == nil {
+			return "AVRO<" + n.String() + ">", true
+		}
 		return "AVRO", true
 	}
 	if ek, ok := primElem[s.Class]; ok {
@@ -277,6 +281,13 @@ func buildBuiltin(dc *decoder, s *Snapshot, depth int) bool {
 	}
 	if s.Class == ClassEnum {
 		dc.k, dc.n = kEnum, 4
+		return true
+	}
+	if s.Class == ClassAvro {
+		// Values decode when the writer schema parses; else they stay raw.
+		if n, err := parseAvroSchema(s.Schema); err == nil {
+			dc.k, dc.avro = kAvro, n
+		}
 		return true
 	}
 	c, ok := builtinComposite[s.Class]
@@ -428,6 +439,8 @@ func (dc *decoder) decodeBuiltin(d *binfmt.Decbuf) Value {
 		return dc.decodePrimArray(d)
 	case kStringValue:
 		return decodeStringValueType(d)
+	case kAvro:
+		return decodeAvro(d, dc.avro, 0)
 	}
 	return nil
 }

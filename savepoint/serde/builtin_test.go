@@ -2,7 +2,9 @@ package serde
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -196,12 +198,17 @@ func TestBuiltinSnapshotFields(t *testing.T) {
 		t.Fatal("NodeId snapshot without its EventId serializer accepted")
 	}
 	s = parseWritten(t, rawSnap(ClassAvro, 2, (&enc{}).utf("com.example.User").utf(`{"type":"record","name":"User","fields":[]}`).B))
-	if s.String() != "AVRO<com.example.User>" || !strings.Contains(s.Schema, `"name":"User"`) || NewDecoder(s).Supported() {
+	if s.String() != "AVRO<com.example.User>" || !strings.Contains(s.Schema, `"name":"User"`) || !NewDecoder(s).Supported() {
 		t.Fatalf("avro snapshot %q %q", s.String(), s.Schema)
 	}
 	s = parseWritten(t, rawSnap(ClassAvro, 1, (&enc{}).utf(`"string"`).B))
-	if s.Schema != `"string"` || s.String() != "AVRO" {
+	if s.Schema != `"string"` || s.String() != "AVRO<STRING>" {
 		t.Fatalf("avro v1 %q %q", s.String(), s.Schema)
+	}
+	// A schema that does not parse leaves the values raw.
+	s = parseWritten(t, rawSnap(ClassAvro, 1, (&enc{}).utf(`{"type":"record"`).B))
+	if NewDecoder(s).Supported() || s.String() != "AVRO" {
+		t.Fatalf("bad avro schema: %q", s.String())
 	}
 	s = parseWritten(t, rawSnap(ClassValue, 2, (&enc{}).utf("com.example.MyValue").B))
 	if s.String() != "VALUE<com.example.MyValue>" || NewDecoder(s).Supported() {
@@ -238,6 +245,10 @@ func builtinSeeds(t testing.TB) [][2][]byte {
 		{mustTop(t, composite(ClassJavaRow, 4, []byte{1}, long, long)), (&enc{}).u8(0x20).i64(1).B},
 		{mustTop(t, composite(ClassGenericArray, 1, (&enc{}).utf("x").B, long)), (&enc{}).i32(1).bool(true).i64(1).B},
 		{mustTop(t, simple(arrayPkg+"StringArraySerializer$StringArraySerializerSnapshot")), (&enc{}).i32(1).sv("a").B},
+		{append([]byte{0, 0, 0, 2}, legacyCompositeBytes(t, "org.apache.flink.api.common.typeutils.base.MapSerializerConfigSnapshot", "x.M", flinkwrite.StringSnapshot, flinkwrite.LongSnapshot)...),
+			(&enc{}).i32(1).sv("k").bool(false).i64(9).B},
+		{mustTop(t, rawSnap(ClassAvro, 1, (&enc{}).utf(`{"type":"record","name":"R","fields":[{"name":"a","type":{"type":"array","items":["null","R"]}},{"name":"m","type":{"type":"map","values":"long"}}]}`).B)),
+			(&enc{}).u8(1).i32(1).u8(0).u8(0).u8(0).u8(0).B},
 	}
 }
 
@@ -264,4 +275,135 @@ func FuzzBuiltinDecoders(f *testing.F) {
 		d := binfmt.New(data, 0)
 		dec.Skip(d)
 	})
+}
+
+// avroStr appends a string as Flink's DataOutputEncoder writes it.
+func (e *enc) avroStr(s string) *enc { e.PutI32(int32(len(s))); e.PutBytes([]byte(s)); return e }
+
+func TestAvroValues(t *testing.T) {
+	const schema = `{"type":"record","name":"User","namespace":"com.example","fields":[
+		{"name":"id","type":"long"},
+		{"name":"name","type":"string"},
+		{"name":"tags","type":{"type":"array","items":"string"}},
+		{"name":"scores","type":{"type":"map","values":"int"}},
+		{"name":"nick","type":["null","string"]},
+		{"name":"color","type":{"type":"enum","name":"Color","symbols":["RED","GREEN"]}},
+		{"name":"hash","type":{"type":"fixed","name":"H","size":2}},
+		{"name":"ts","type":{"type":"long","logicalType":"timestamp-millis"}},
+		{"name":"next","type":["null","User"]},
+		{"name":"ok","type":"boolean"},
+		{"name":"w","type":"double"}]}`
+	s := parseWritten(t, rawSnap(ClassAvro, 2, (&enc{}).utf("com.example.User").utf(schema).B))
+	dec := NewDecoder(s)
+	if !dec.Supported() {
+		t.Fatal("avro decoder not supported")
+	}
+	user := func(e *enc, id int64, next bool) *enc {
+		e.i64(id).avroStr("ann")
+		e.u8(2).avroStr("a").avroStr("b").u8(0) // one block of 2, then the end
+		e.u8(1).avroStr("x").i32(7).u8(0)
+		e.i32(1).avroStr("annie")
+		e.i32(1)
+		e.u8(0xAB).u8(0xCD)
+		e.i64(1700000000000)
+		if next {
+			e.i32(1)
+			return e
+		}
+		e.i32(0).bool(true).i64(0x4000000000000000)
+		return e
+	}
+	data := user(user(&enc{}, 1, true), 2, false).bool(false).i64(0).B
+	v, err := DecodeAll(dec, data, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"id":1,"name":"ann","tags":["a","b"],"scores":[{"key":"x","value":7}],"nick":"annie","color":"GREEN","hash":"q80=","ts":1700000000000,` +
+		`"next":{"id":2,"name":"ann","tags":["a","b"],"scores":[{"key":"x","value":7}],"nick":"annie","color":"GREEN","hash":"q80=","ts":1700000000000,"next":null,"ok":true,"w":2},` +
+		`"ok":false,"w":0}`
+	if got := jsonOf(t, v); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+	// Corrupt data: a union branch out of range, a huge block count.
+	for _, bad := range [][]byte{
+		(&enc{}).i64(1).avroStr("a").u8(0).u8(0).i32(5).B,
+		(&enc{}).i64(1).avroStr("a").u8(0xff).u8(0xff).u8(0xff).u8(0x7f).B,
+	} {
+		if _, err := DecodeAll(dec, bad, 0); err == nil {
+			t.Fatalf("corrupt avro data %x decoded", bad)
+		}
+	}
+	// Null items are bounded by count.
+	s = parseWritten(t, rawSnap(ClassAvro, 1, (&enc{}).utf(`{"type":"array","items":"null"}`).B))
+	if _, err := DecodeAll(NewDecoder(s), []byte{0xff, 0xff, 0xff, 0x7f, 0}, 0); err == nil {
+		t.Fatal("2^28 nulls accepted")
+	}
+	if v, err := DecodeAll(NewDecoder(s), []byte{3, 0}, 0); err != nil || jsonOf(t, v) != "[null,null,null]" {
+		t.Fatalf("three nulls: %v %v", v, err)
+	}
+}
+
+// javaObject is a minimal Java serialization stream of an object of class
+// with no fields.
+func javaObject(class string) []byte {
+	var e binfmt.Encbuf
+	e.PutBytes([]byte{0xac, 0xed, 0x00, 0x05, 0x73, 0x72})
+	_ = e.PutUTF(class)
+	e.PutI64(1)
+	e.PutBytes([]byte{0x02, 0x00, 0x00, 0x78, 0x70})
+	return e.B
+}
+
+// legacyComposite writes a legacy CompositeTypeSerializerConfigSnapshot
+// through Flink's adapter, nested pairs "with resilience".
+func legacyCompositeBytes(t testing.TB, class, serializer string, nested ...flinkwrite.Snapshot) []byte {
+	var buf, offs enc
+	for i, n := range nested {
+		offs.i32(int32(len(buf.B)))
+		js := javaObject(fmt.Sprintf("com.example.NestedSerializer%d", i))
+		buf.i32(1).i32(int32(len(js))).PutBytes(js)
+		offs.i32(int32(len(buf.B)))
+		buf.PutBytes(mustTop(t, n))
+	}
+	js := javaObject(serializer)
+	e := (&enc{}).utf(class).i32(AdapterVersion).i32(1).i32(int32(len(js)))
+	e.PutBytes(js)
+	e.i32(1).i32(int32(len(nested)))
+	e.PutBytes(offs.B)
+	e.i32(int32(len(buf.B)))
+	e.PutBytes(buf.B)
+	return e.B
+}
+
+func TestLegacyCompositeConfigSnapshot(t *testing.T) {
+	b := legacyCompositeBytes(t, "org.apache.flink.api.common.typeutils.base.MapSerializerConfigSnapshot",
+		"org.apache.flink.api.common.typeutils.base.MapSerializer", flinkwrite.StringSnapshot, flinkwrite.LongSnapshot)
+	s, n, err := ParseSnapshot(append([]byte{0, 0, 0, 2}, b...), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != len(b)+4 || !s.Is(ClassMap) || s.TypeClass != "org.apache.flink.api.common.typeutils.base.MapSerializer" || s.String() != "MAP<STRING, BIGINT>" {
+		t.Fatalf("n %d/%d, %q, %s", n, len(b)+4, s.TypeClass, s)
+	}
+	v, err := DecodeAll(NewDecoder(s), (&enc{}).i32(1).sv("k").bool(false).i64(9).B, 0)
+	if err != nil || jsonOf(t, v) != `[{"key":"k","value":9}]` {
+		t.Fatalf("%v %v", jsonOf(t, v), err)
+	}
+	// An offset outside the nested bytes is an error, not a panic.
+	m := len(mustTop(t, flinkwrite.StringSnapshot)) + len(mustTop(t, flinkwrite.LongSnapshot)) + 2*(8+len(javaObject("com.example.NestedSerializer0")))
+	bad := append([]byte{}, b...)
+	binary.BigEndian.PutUint32(bad[len(bad)-m-8:], 0x7fffffff) // the last offset
+	if _, _, err := ParseSnapshot(append([]byte{0, 0, 0, 2}, bad...), 0); err == nil || !strings.Contains(err.Error(), "outside") {
+		t.Fatalf("offset outside the nested bytes: %v", err)
+	}
+	// A legacy Row snapshot: no row kind in the mask.
+	b = legacyCompositeBytes(t, "org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerConfigSnapshot",
+		"org.apache.flink.api.java.typeutils.runtime.RowSerializer", flinkwrite.LongSnapshot)
+	s, _, err = ParseSnapshot(append([]byte{0, 0, 0, 2}, b...), 0)
+	if err != nil || s.String() != "ROW<BIGINT>" {
+		t.Fatalf("row: %v %v", s, err)
+	}
+	if v, err := DecodeAll(NewDecoder(s), (&enc{}).u8(0).i64(5).B, 0); err != nil || jsonOf(t, v) != `["+I",[5]]` {
+		t.Fatalf("row value %v %v", v, err)
+	}
 }

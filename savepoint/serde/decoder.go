@@ -81,6 +81,7 @@ const (
 	kGenericArray
 	kPrimArray
 	kStringValue
+	kAvro
 )
 
 type decoder struct {
@@ -95,6 +96,7 @@ type decoder struct {
 	mask   bool
 	nwords int  // BinaryRowData: null bit-set width in bytes
 	elem   kind // primitive array element
+	avro   *avroNode
 	sup    bool
 }
 
@@ -127,6 +129,15 @@ func build(s *Snapshot, depth int) *decoder {
 	dc := &decoder{k: kRaw, snap: s, n: -1}
 	if s == nil || depth > maxSnapshotDepth {
 		return dc
+	}
+	if s.LegacyOf != "" {
+		// A legacy composite config snapshot: its serializer writes what
+		// the current one does.
+		c := *s
+		c.Class, c.LegacyOf = s.LegacyOf, ""
+		d := build(&c, depth+1)
+		d.snap = s
+		return d
 	}
 	kids := func() []*decoder {
 		out := make([]*decoder, len(s.Nested))
@@ -457,7 +468,7 @@ func (dc *decoder) Decode(d *binfmt.Decbuf) Value {
 		}
 		return &Raw{Serializer: dc.class(), Bytes: append([]byte(nil), b...)}
 	case kEventID, kDewey, kNodeID, kSBEdge, kSBNode, kLockable, kNFAState, kStreamElement,
-		kEnum, kEither, kNullable, kOption, kCaseClass, kJavaRow, kGenericArray, kPrimArray, kStringValue:
+		kEnum, kEither, kNullable, kOption, kCaseClass, kJavaRow, kGenericArray, kPrimArray, kStringValue, kAvro:
 		v := dc.decodeBuiltin(d)
 		if d.Err() != nil {
 			return nil

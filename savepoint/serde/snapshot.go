@@ -11,10 +11,14 @@
 // of every supported class (simple, composite, tuple, TTL, list, map, timer,
 // RowData with Java-serialized LogicalTypes, BinaryRowData, Decimal,
 // Timestamp, LinkedList, External, RawValueData, WindowKey, ArrayData,
-// MapData, SortedMap, TtlAware, POJO, Kryo) and fails on any other class
-// with an error naming the class and its offset. Inside POJO snapshots the
-// field snapshots are length-framed, so unknown field serializer classes
-// are kept as opaque snapshots instead of failing.
+// MapData, SortedMap, TtlAware, POJO, Kryo, and those of builtin.go: CEP,
+// StreamElement, enum, Either, Nullable, Java Row, Scala, arrays, Value
+// types, Avro) and fails on any other class with an error naming the class
+// and its offset (ErrUnknownSnapshot; legacy forms: ErrUnsupported). Inside
+// POJO snapshots the field snapshots are length-framed, so unknown field
+// serializer classes are kept as opaque snapshots instead of failing; in
+// state headers keyed.ParseHeaderWithin steps over unknown top-level
+// snapshots using the header's end.
 //
 // Every Snapshot keeps Raw, the exact bytes it was read from, so a writer
 // can re-emit it byte-identically.
@@ -118,6 +122,12 @@ type Snapshot struct {
 	PrevTimestamp bool
 	// Schema is the writer schema of an AvroSerializerSnapshot.
 	Schema string
+	// LegacyOf is set for legacy composite config snapshots (adapter
+	// version) that are read in full: the current snapshot class whose
+	// serializer writes the same data (e.g. ClassMap for
+	// MapSerializerConfigSnapshot). Nested then holds the nested
+	// serializers' snapshots and TypeClass the Java-serialized serializer.
+	LegacyOf string
 	// Opaque marks a snapshot whose class (or form) is unknown, met inside
 	// a length-framed container (POJO field serializers) or delimited by
 	// resynchronising on what follows it: only Class, Version and Raw are
@@ -350,9 +360,21 @@ func readVersioned(d *binfmt.Decbuf, depth int) *Snapshot {
 	if d.Err() != nil {
 		return nil
 	}
+	if s.Version == AdapterVersion && legacyComposite[s.Class] != "" {
+		readLegacyComposite(d, s, depth)
+		if d.Err() != nil {
+			return nil
+		}
+		s.Raw = d.B[start:d.Pos:d.Pos]
+		return s
+	}
 	if s.Version == AdapterVersion {
 		d.Pos = start
-		d.Fail(fmt.Errorf("%w: legacy TypeSerializerConfigSnapshot (adapter version) of class %s", ErrUnsupported, s.Class))
+		what := ""
+		if ser, cv, ok := LegacyAdapter(d.B[start:]); ok {
+			what = fmt.Sprintf(" for serializer %s (config version %d)", ser, cv)
+		}
+		d.Fail(fmt.Errorf("%w: legacy TypeSerializerConfigSnapshot %s%s: its own body is not length-prefixed", ErrUnsupported, s.Class, what))
 		return nil
 	}
 	kind, ok := kindOf(s.Class)
@@ -646,6 +668,12 @@ func readKryo(d *binfmt.Decbuf, s *Snapshot) {
 	}
 }
 
+// Is reports whether s is a snapshot of class, or a legacy config snapshot
+// read as one (LegacyOf).
+func (s *Snapshot) Is(class string) bool {
+	return s != nil && (s.Class == class || s.LegacyOf == class)
+}
+
 // Name returns the snapshot class's short serializer name, e.g.
 // "LongSerializer" or "RowDataSerializer".
 func (s *Snapshot) Name() string {
@@ -672,7 +700,15 @@ func (s *Snapshot) String() string {
 	if s == nil {
 		return "<nil>"
 	}
+	if s.LegacyOf != "" {
+		c := *s
+		c.Class, c.LegacyOf = s.LegacyOf, ""
+		return c.String()
+	}
 	if s.Opaque {
+		if s.TypeClass != "" {
+			return "LEGACY(" + s.TypeClass + ")"
+		}
 		return "UNKNOWN(" + s.Name() + ")"
 	}
 	nested := func() string {
@@ -772,4 +808,124 @@ func (s *Snapshot) String() string {
 		return t
 	}
 	return s.Name()
+}
+
+// LegacyAdapter reads the start of a legacy TypeSerializerConfigSnapshot
+// (Flink 1.7-1.x serializers not yet moved to TypeSerializerSnapshot),
+// given as its versioned form in b. Flink wrote it through an adapter:
+//
+//	UTF config snapshot class, i32 0x7A53C4F0 (adapter version),
+//	i32 1 (TypeSerializerSerializationProxy version), i32 n,
+//	n bytes: the serializer, Java-serialized,
+//	i32 config snapshot version, then the class's own body
+//
+// It returns the serializer's class and the config snapshot version. The
+// class-specific rest is not framed; readers step over it with the header
+// end (see keyed.ParseHeaderWithin).
+func LegacyAdapter(b []byte) (serializer string, configVersion int32, ok bool) {
+	d := binfmt.New(b, 0)
+	d.UTF()
+	if d.I32() != AdapterVersion || d.I32() != 1 {
+		return "", 0, false
+	}
+	n := d.Count("serializer bytes", 1<<30, 1)
+	js := d.Bytes(n)
+	configVersion = d.I32()
+	if d.Err() != nil {
+		return "", 0, false
+	}
+	if st, _, err := javaser.ParseOne(js, 0); err == nil {
+		if o, ok := st.First().(*javaser.Object); ok {
+			return o.ClassName(), configVersion, true
+		}
+	}
+	// The object did not parse: its class descriptor still names it
+	// (magic, TC_OBJECT, TC_CLASSDESC, UTF name).
+	if len(js) > 8 && js[0] == 0xac && js[1] == 0xed && js[4] == 0x73 && js[5] == 0x72 {
+		cd := binfmt.New(js[6:], 0)
+		if name := cd.UTF(); cd.Err() == nil && name != "" {
+			return name, configVersion, true
+		}
+	}
+	return "", configVersion, true
+}
+
+// legacyComposite maps legacy config snapshots that extend
+// CompositeTypeSerializerConfigSnapshot without adding fields to the
+// current snapshot class of the same serializer (same data format).
+var legacyComposite = map[string]string{
+	"org.apache.flink.api.common.typeutils.base.MapSerializerConfigSnapshot":                                        ClassMap,
+	"org.apache.flink.api.common.typeutils.base.ListSerializerConfigSnapshot":                                       ClassList,
+	"org.apache.flink.api.java.typeutils.runtime.EitherSerializerConfigSnapshot":                                    ClassEither,
+	"org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerConfigSnapshot":                         ClassJavaRow,
+	"org.apache.flink.streaming.runtime.streamrecord.StreamElementSerializer$StreamElementSerializerConfigSnapshot": ClassStreamElement,
+}
+
+// readLegacyComposite reads a legacy CompositeTypeSerializerConfigSnapshot
+// written through the adapter (see LegacyAdapter), after class and
+// version:
+//
+//	i32 1, i32 n, n bytes      the serializer, Java-serialized
+//	i32 config version
+//	i32 k                      nested serializer/snapshot pairs, written
+//	k × (i32 serializer offset, i32 snapshot offset)   "with resilience":
+//	i32 m, m bytes             offsets into these m bytes, where each
+//	                           serializer is framed as above and each
+//	                           snapshot is a top-level snapshot (i32 2, ...)
+func readLegacyComposite(d *binfmt.Decbuf, s *Snapshot, depth int) {
+	if v := d.I32(); d.Err() == nil && v != 1 {
+		d.Failf("legacy serializer proxy version %d, want 1", v)
+		return
+	}
+	js := d.Bytes(d.Count("serializer bytes", 1<<30, 1))
+	if d.Err() != nil {
+		return
+	}
+	if st, _, err := javaser.ParseOne(js, 0); err == nil {
+		if o, ok := st.First().(*javaser.Object); ok {
+			s.TypeClass = o.ClassName()
+		}
+	}
+	s.OuterVersion = d.I32() // the config snapshot's own version
+	k := d.Count("nested serializer", maxNested, 8)
+	offs := make([]int, 0, 2*k)
+	for i := 0; i < 2*k && d.Err() == nil; i++ {
+		offs = append(offs, int(d.I32()))
+	}
+	m := d.Count("nested serializers bytes", 1<<30, 1)
+	base := d.Offset()
+	buf := d.Bytes(m)
+	if d.Err() != nil {
+		return
+	}
+	prev := 0
+	for i, o := range offs {
+		if o < prev || o > m {
+			d.Failf("legacy nested offset %d (index %d) outside [%d, %d]", o, i, prev, m)
+			return
+		}
+		prev = o
+	}
+	for i := 0; i < k; i++ {
+		end := m
+		if 2*i+2 < len(offs) {
+			end = offs[2*i+2]
+		}
+		nd := binfmt.New(buf[:end], base)
+		nd.Pos = offs[2*i+1]
+		if v := nd.I32(); nd.Err() == nil && v != ProxyVersion {
+			d.Fail(&binfmt.OffsetError{Offset: nd.Offset() - 4, Err: fmt.Errorf("%w: nested snapshot proxy version %d", ErrUnsupported, v)})
+			return
+		}
+		n := readVersioned(nd, depth+1)
+		if nd.Err() != nil {
+			d.Fail(nd.Err())
+			return
+		}
+		s.Nested = append(s.Nested, n)
+	}
+	s.LegacyOf = legacyComposite[s.Class]
+	if want := map[string]int{ClassMap: 2, ClassList: 1, ClassEither: 2, ClassStreamElement: 1}[s.LegacyOf]; want > 0 && len(s.Nested) != want {
+		d.Failf("%s has %d nested serializers, want %d", s.Class, len(s.Nested), want)
+	}
 }

@@ -143,14 +143,14 @@ func TestInspectDeepEngineCheckpoint(t *testing.T) {
 	}
 	for _, l := range lines {
 		var m struct {
-			KeyGroup int               `json:"keyGroup"`
-			Key      map[string]string `json:"key"`
-			TTL      *int64            `json:"ttlTimestamp"`
+			KeyGroup int            `json:"keyGroup"`
+			Key      map[string]any `json:"key"`
+			TTL      *int64         `json:"ttlTimestamp"`
 		}
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatal(err)
 		}
-		if m.TTL == nil || *m.TTL != now-int64(m.KeyGroup) || m.Key["raw"] == "" {
+		if raw, _ := m.Key["raw"].(string); m.TTL == nil || *m.TTL != now-int64(m.KeyGroup) || raw == "" || m.Key["decoded"] != false {
 			t.Fatalf("line %s: want ttlTimestamp %d and raw key", l, now-int64(m.KeyGroup))
 		}
 	}
