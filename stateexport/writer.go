@@ -51,6 +51,15 @@ const (
 	Uncompressed Compression = "none"
 )
 
+// ParseCompression parses a compression name.
+func ParseCompression(s string) (Compression, error) {
+	c := Compression(s)
+	if _, err := c.codec(); err != nil {
+		return "", err
+	}
+	return c, nil
+}
+
 func (c Compression) codec() (compress.Compression, error) {
 	switch c {
 	case Zstd, "":
