@@ -63,9 +63,13 @@ type Options struct {
 
 // Result is the outcome of Diff.
 type Result struct {
-	Equal  bool         `json:"equal"`
-	States []*StateDiff `json:"states"`
-	Notes  []string     `json:"notes,omitempty"`
+	// Equal is set when no compared state differs.
+	Equal bool `json:"equal"`
+	// Incomplete is set when some keyed state could not be compared
+	// (native layouts); Notes say which.
+	Incomplete bool         `json:"incomplete,omitempty"`
+	States     []*StateDiff `json:"states"`
+	Notes      []string     `json:"notes,omitempty"`
 }
 
 // StateDiff is the difference of one keyed state of one operator.
@@ -133,7 +137,7 @@ func Diff(ctx context.Context, a, b *savepoint.Savepoint, o Options) (*Result, e
 			return nil, err
 		}
 	}
-	res := &Result{Equal: true, Notes: d.notes}
+	res := &Result{Equal: true, Notes: d.notes, Incomplete: len(d.notes) > 0}
 	for _, s := range d.states {
 		res.States = append(res.States, s)
 		if s.Differs() {
@@ -374,10 +378,13 @@ func (d *differ) passCounted(p opPair, from, to int, keep func(kg int, id []byte
 	if err != nil {
 		return err
 	}
-	for k, ma := range ea {
+	// Sorted identities keep the examples the same from run to run.
+	for _, k := range sortedKeys(ea) {
+		ma := ea[k]
 		sd := d.state(k.op, k.state)
 		mb := eb[k]
-		for id, ra := range ma {
+		for _, id := range sortedIDs(ma) {
+			ra := ma[id]
 			rb, ok := mb[id]
 			if !ok {
 				sd.Removed++
@@ -400,10 +407,12 @@ func (d *differ) passCounted(p opPair, from, to int, keep func(kg int, id []byte
 			}
 		}
 	}
-	for k, mb := range eb {
+	for _, k := range sortedKeys(eb) {
+		mb := eb[k]
 		sd := d.state(k.op, k.state)
 		ma := ea[k]
-		for id, rb := range mb {
+		for _, id := range sortedIDs(mb) {
+			rb := mb[id]
 			if _, ok := ma[id]; ok {
 				continue
 			}
@@ -414,6 +423,29 @@ func (d *differ) passCounted(p opPair, from, to int, keep func(kg int, id []byte
 		}
 	}
 	return nil
+}
+
+func sortedKeys(m map[stateKey]map[string]*rec) []stateKey {
+	out := make([]stateKey, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].op != out[j].op {
+			return out[i].op < out[j].op
+		}
+		return out[i].state < out[j].state
+	})
+	return out
+}
+
+func sortedIDs(m map[string]*rec) []string {
+	out := make([]string, 0, len(m))
+	for id := range m {
+		out = append(out, id)
+	}
+	sort.Strings(out)
+	return out
 }
 
 // collect reads the selected entries of op (nil: none) in one snapshot.
