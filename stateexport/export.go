@@ -384,20 +384,22 @@ func (e *exporter) exportOperator(op *savepoint.OperatorState, os *savepoint.Ope
 				tables[ke.State.Name] = t
 				order = append(order, t)
 			}
-			n, err := t.layout.appendEntry(t.rb, opID, ke)
+			_, err := t.layout.appendEntry(t.rb, opID, ke, func() error {
+				t.pending++
+				t.rows++
+				if t.pending >= e.o.RowGroupRows {
+					return t.flush()
+				}
+				return nil
+			})
 			if err != nil {
 				return &keyed.Error{File: ke.File, KeyGroup: ke.KeyGroup, Offset: ke.Offset, BlockPos: ke.BlockPos,
 					Err: fmt.Errorf("state %q: cannot export entry: %w", ke.State.Name, err)}
 			}
-			t.pending += n
-			t.rows += int64(n)
 			r := t.row
 			r.sum.Entries++
 			r.sum.Bytes += int64(len(ke.KeyBytes) + len(ke.ValueBytes))
 			noteTTL(r, ke)
-			if t.pending >= e.o.RowGroupRows {
-				return t.flush()
-			}
 			return nil
 		})
 		if errors.Is(err, savepoint.ErrNativeLayout) {

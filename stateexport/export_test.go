@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
@@ -464,4 +465,39 @@ func readCSV(t *testing.T, path string) [][]string {
 		t.Fatalf("%s: %v", path, err)
 	}
 	return rows
+}
+
+// TestExportArrowIPC exports as Arrow IPC files (zstd) and reads them back
+// with Arrow's IPC reader: the rows of the Parquet export.
+func TestExportArrowIPC(t *testing.T) {
+	sp := openFixture(t, fixtures.Path(t, "sql-rocksdb-canonical-udagg-liststate-mapstate", "savepoint"))
+	dir := t.TempDir()
+	man := export(t, sp, dir, Options{Format: Arrow, Compression: Zstd, RowGroupRows: 4})
+	want := expectedRows(t, sp, verify.Shard{})
+	for k, tb := range tableByState(man) {
+		f, err := os.Open(filepath.Join(dir, tb.Files[0].Key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ipc.NewFileReader(f)
+		if err != nil {
+			t.Fatalf("%s: %v", k, err)
+		}
+		rows := 0
+		for i := 0; i < r.NumRecords(); i++ {
+			rec, err := r.RecordBatch(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rec.NumRows() > 4 {
+				t.Fatalf("%s: batch of %d rows, limit 4", k, rec.NumRows())
+			}
+			rows += int(rec.NumRows())
+		}
+		r.Close()
+		f.Close()
+		if rows != len(want[k]) {
+			t.Fatalf("%s: %d rows, want %d", k, rows, len(want[k]))
+		}
+	}
 }

@@ -192,9 +192,10 @@ func newStateLayout(key *serde.Snapshot, m *keyed.StateMeta) (*stateLayout, erro
 	return l, nil
 }
 
-// appendEntry appends the rows of one entry to rb (built on l.schema) and
-// returns how many it appended.
-func (l *stateLayout) appendEntry(rb *array.RecordBuilder, op string, e *savepoint.KeyedEntry) (int, error) {
+// appendEntry appends the rows of one entry to rb (built on l.schema),
+// calling row after each (it may flush rb), and returns how many it
+// appended.
+func (l *stateLayout) appendEntry(rb *array.RecordBuilder, op string, e *savepoint.KeyedEntry, row func() error) (int, error) {
 	if l.list {
 		elems, ok := e.Value.(serde.List)
 		if !ok && e.Value != nil {
@@ -210,6 +211,9 @@ func (l *stateLayout) appendEntry(rb *array.RecordBuilder, op string, e *savepoi
 			if err := l.appendRow(rb, op, e, i, el, ttl); err != nil {
 				return i, fmt.Errorf("element %d: %w", i, err)
 			}
+			if err := row(); err != nil {
+				return i + 1, err
+			}
 		}
 		return len(elems), nil
 	}
@@ -220,7 +224,7 @@ func (l *stateLayout) appendEntry(rb *array.RecordBuilder, op string, e *savepoi
 	if err := l.appendRow(rb, op, e, -1, v, e.TTLTimestamp); err != nil {
 		return 0, err
 	}
-	return 1, nil
+	return 1, row()
 }
 
 // appendRow appends one row. Builders are filled column by column; a
