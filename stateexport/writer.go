@@ -86,14 +86,21 @@ func newRecordWriter(f Format, w io.Writer, schema *arrow.Schema, c Compression)
 		if err != nil {
 			return nil, err
 		}
-		props := parquet.NewWriterProperties(
+		opts := []parquet.WriterProperty{
 			parquet.WithCompression(codec),
 			parquet.WithStats(true),
-			parquet.WithDictionaryDefault(true),
+			// Dictionaries pay for strings and bytes (operator ids, names,
+			// enum-like values); numbers and times, mostly distinct in
+			// state, only cost the hashing.
+			parquet.WithDictionaryDefault(false),
 			// Row groups are cut by the exporter (one per record batch).
-			parquet.WithMaxRowGroupLength(1<<40),
+			parquet.WithMaxRowGroupLength(1 << 40),
 			parquet.WithCreatedBy("sfstate export"),
-		)
+		}
+		for _, p := range dictionaryColumns(schema) {
+			opts = append(opts, parquet.WithDictionaryFor(p, true))
+		}
+		props := parquet.NewWriterProperties(opts...)
 		fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 		if err != nil {
 			return nil, err
@@ -119,6 +126,19 @@ func newRecordWriter(f Format, w io.Writer, schema *arrow.Schema, c Compression)
 		return &jsonWriter{w: bufio.NewWriterSize(w, 64<<10), schema: schema}, nil
 	}
 	return nil, fmt.Errorf("stateexport: unknown format %q", f)
+}
+
+// dictionaryColumns lists the dotted Parquet paths of the top-level string
+// and binary columns.
+func dictionaryColumns(schema *arrow.Schema) []string {
+	var out []string
+	for _, f := range schema.Fields() {
+		switch f.Type.ID() {
+		case arrow.STRING, arrow.BINARY:
+			out = append(out, f.Name)
+		}
+	}
+	return out
 }
 
 type parquetWriter struct{ fw *pqarrow.FileWriter }
