@@ -1,0 +1,488 @@
+package stateexport
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/keyed"
+	"github.com/sfstate/sfstate/savepoint/serde"
+	"github.com/sfstate/sfstate/verify"
+)
+
+// DefaultRowGroupRows is the default number of rows per row group (Parquet)
+// or record batch (Arrow IPC), and the rows a table buffers at most.
+const DefaultRowGroupRows = 64 << 10
+
+// maxRowGroupRows bounds Options.RowGroupRows.
+const maxRowGroupRows = 1 << 24
+
+// Table names of the metadata tables.
+const (
+	OperatorsTable = "_operators"
+	StatesTable    = "_states"
+)
+
+// Options configures Export.
+type Options struct {
+	Format      Format
+	Compression Compression
+	// RowGroupRows is the number of rows per row group / record batch
+	// (DefaultRowGroupRows when 0). Memory use grows with it: every table
+	// open at once buffers up to that many rows.
+	RowGroupRows int
+	// Shard exports only the key groups of one shard (verify.Shard: the
+	// same split for every job of a run); the zero Shard is everything.
+	Shard verify.Shard
+	// Operator (id, uid or name) and State restrict the export.
+	Operator, State string
+	// Workers decode the key groups of each file in parallel (see
+	// savepoint.ScanOptions.Workers; 0 = savepoint.DefaultWorkers()).
+	Workers int
+	// Progress, when set, is told about the key groups read.
+	Progress savepoint.Progress
+	// Allocator for Arrow buffers (nil = Go allocator).
+	Allocator memory.Allocator
+}
+
+// Manifest describes one export (one shard of it): the files written,
+// with sizes and CRC-32C, per table. It is written last, so a dataset
+// whose manifest exists is complete.
+type Manifest struct {
+	Source       string           `json:"source"`
+	CheckpointID int64            `json:"checkpointId,string"`
+	Format       Format           `json:"format"`
+	Compression  Compression      `json:"compression,omitempty"`
+	Shard        string           `json:"shard,omitempty"`
+	Tables       []*ManifestTable `json:"tables"`
+	Notes        []string         `json:"notes,omitempty"`
+}
+
+// ManifestTable is one table of a Manifest.
+type ManifestTable struct {
+	// Name is the table's directory under the output root.
+	Name string `json:"name"`
+	// Operator (hex id) and State name; empty for the metadata tables.
+	Operator string `json:"operator,omitempty"`
+	State    string `json:"state,omitempty"`
+	Kind     string `json:"kind,omitempty"`
+	// Rows written and state entries they came from (LIST states give a
+	// row per element).
+	Rows    int64 `json:"rows,string"`
+	Entries int64 `json:"entries,string"`
+	// Columns names the table's columns in order.
+	Columns []string     `json:"columns"`
+	Files   []s3.Written `json:"files"`
+}
+
+// ManifestKey is the key of the manifest of shard s.
+func ManifestKey(s verify.Shard) string {
+	if s.All() {
+		return "_manifest.json"
+	}
+	return fmt.Sprintf("_manifest-%05d-of-%05d.json", s.Index, s.Count)
+}
+
+// PartName is the file name of shard s's part of a table.
+func PartName(s verify.Shard, f Format) string {
+	i, n := s.Index, s.Count
+	if s.All() {
+		i, n = 0, 1
+	}
+	return fmt.Sprintf("part-%05d-of-%05d.%s", i, n, f.Ext())
+}
+
+// exporter is one run of Export.
+type exporter struct {
+	ctx  context.Context
+	sp   *savepoint.Savepoint
+	out  s3.Storage
+	o    Options
+	mem  memory.Allocator
+	man  *Manifest
+	dirs map[string]bool
+	// rows of the _states table
+	states []*stateRow
+}
+
+type stateRow struct {
+	op                *savepoint.OperatorSummary
+	sum               savepoint.StateSummary
+	table             string
+	rows              int64
+	kgFrom, kgTo      int
+	ttlMin, ttlMax    *int64
+	note              string
+	operatorStateRows bool
+}
+
+// Export writes the keyed state of sp selected by o as tables under the
+// root of out, then the manifest (ManifestKey) with PutIfAbsent. It fails
+// before reading any state when the manifest already exists.
+func Export(ctx context.Context, sp *savepoint.Savepoint, out s3.Storage, o Options) (*Manifest, error) {
+	if o.Format == "" {
+		o.Format = Parquet
+	}
+	if _, err := ParseFormat(string(o.Format)); err != nil {
+		return nil, err
+	}
+	if o.Format == Parquet {
+		if _, err := o.Compression.codec(); err != nil {
+			return nil, err
+		}
+		if o.Compression == "" {
+			o.Compression = Zstd
+		}
+	}
+	if o.RowGroupRows == 0 {
+		o.RowGroupRows = DefaultRowGroupRows
+	}
+	if o.RowGroupRows < 1 || o.RowGroupRows > maxRowGroupRows {
+		return nil, fmt.Errorf("stateexport: %d rows per row group, want 1..%d", o.RowGroupRows, maxRowGroupRows)
+	}
+	if o.Workers == 0 {
+		o.Workers = savepoint.DefaultWorkers()
+	}
+	if o.Operator != "" && sp.FindOperator(o.Operator) == nil {
+		return nil, fmt.Errorf("stateexport: %s: operator %q not found", sp.Name(), o.Operator)
+	}
+	mkey := ManifestKey(o.Shard)
+	if _, err := out.Stat(ctx, mkey); err == nil {
+		return nil, fmt.Errorf("stateexport: %s: %w: an export is already there", joinKey(out, mkey), s3.ErrExists)
+	} else if !s3.IsNotExist(err) {
+		return nil, fmt.Errorf("stateexport: %s: %w", joinKey(out, mkey), err)
+	}
+	e := &exporter{ctx: ctx, sp: sp, out: out, o: o, mem: o.Allocator, dirs: map[string]bool{OperatorsTable: true, StatesTable: true}}
+	if e.mem == nil {
+		e.mem = memory.NewGoAllocator()
+	}
+	e.man = &Manifest{Source: sp.Name(), CheckpointID: sp.Meta.CheckpointID, Format: o.Format, Shard: o.Shard.String()}
+	if o.Format == Parquet || (o.Format == Arrow && o.Compression == Zstd) {
+		e.man.Compression = o.Compression
+	}
+	sum := savepoint.Summarize(sp)
+	for i, op := range sp.Meta.Operators {
+		if o.Operator != "" && sp.FindOperator(o.Operator) != op {
+			continue
+		}
+		if err := e.exportOperator(op, sum.Operators[i]); err != nil {
+			return nil, err
+		}
+	}
+	if err := e.writeMetaTables(sum); err != nil {
+		return nil, err
+	}
+	var written []s3.Written
+	for _, t := range e.man.Tables {
+		written = append(written, t.Files...)
+	}
+	b, err := json.MarshalIndent(e.man, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	if err := s3.CommitMetadata(ctx, out, written, mkey, append(b, '\n')); err != nil {
+		return nil, fmt.Errorf("stateexport: %w", err)
+	}
+	return e.man, nil
+}
+
+func joinKey(st s3.Storage, key string) string {
+	return strings.TrimSuffix(st.String(), "/") + "/" + key
+}
+
+// tableName picks a unique directory name for a state table:
+// <operator uid or id>.<state>, characters outside [A-Za-z0-9_.-]
+// replaced by '_'.
+func (e *exporter) tableName(op *savepoint.OperatorState, state string) string {
+	label := op.ID.String()
+	if op.UID != "" {
+		label = sanitize(op.UID)
+	}
+	base := label + "." + sanitize(state)
+	name := base
+	for i := 2; e.dirs[name]; i++ {
+		name = fmt.Sprintf("%s~%d", base, i)
+	}
+	e.dirs[name] = true
+	return name
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('_')
+		}
+	}
+	out := strings.Trim(b.String(), ".")
+	if out == "" {
+		out = "_"
+	}
+	if len(out) > 120 {
+		out = out[:120]
+	}
+	return out
+}
+
+// table is one state table being written.
+type table struct {
+	man     *ManifestTable
+	layout  *stateLayout
+	rb      *array.RecordBuilder
+	rw      recordWriter
+	obj     *object
+	pending int
+	rows    int64
+	row     *stateRow
+}
+
+func (e *exporter) openTable(name string, schema *arrow.Schema) (*object, recordWriter, error) {
+	key := name + "/" + PartName(e.o.Shard, e.o.Format)
+	obj := openObject(e.ctx, e.out, key)
+	rw, err := newRecordWriter(e.o.Format, obj, schema, e.o.Compression)
+	if err != nil {
+		obj.Abort(err)
+		return nil, nil, fmt.Errorf("stateexport: %s: %w", key, err)
+	}
+	return obj, rw, nil
+}
+
+func (t *table) flush() error {
+	if t.pending == 0 {
+		return nil
+	}
+	rec := t.rb.NewRecordBatch()
+	defer rec.Release()
+	t.pending = 0
+	if err := t.rw.Write(rec); err != nil {
+		return fmt.Errorf("stateexport: table %s: %w", t.man.Name, err)
+	}
+	return nil
+}
+
+func (t *table) close() error {
+	if err := t.flush(); err != nil {
+		t.abort(err)
+		return err
+	}
+	t.rb.Release()
+	if err := t.rw.Close(); err != nil {
+		t.obj.Abort(err)
+		return fmt.Errorf("stateexport: table %s: %w", t.man.Name, err)
+	}
+	w, err := t.obj.Close()
+	if err != nil {
+		return err
+	}
+	t.man.Files = append(t.man.Files, w)
+	return nil
+}
+
+func (t *table) abort(err error) {
+	t.rb.Release()
+	t.obj.Abort(err)
+}
+
+// operatorHeaders reads the keyed-state header of every subtask file of
+// op and returns the states by name (first header wins) with the key
+// serializer of the header each came from.
+func (e *exporter) operatorHeaders(op *savepoint.OperatorState) ([]*keyed.StateMeta, map[string]*keyed.Header, error) {
+	var metas []*keyed.StateMeta
+	hdrs := map[string]*keyed.Header{}
+	for _, st := range op.Subtasks {
+		h, ok := st.ManagedKeyed.(*savepoint.KeyGroupsHandle)
+		if !ok || h.Delegate == nil {
+			continue
+		}
+		obj, err := e.sp.OpenStream(e.ctx, h.Delegate, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		if obj.Size() == 0 {
+			continue
+		}
+		hdr, _, err := keyed.ReadHeader(io.NewSectionReader(obj, 0, obj.Size()), obj.Loc.Name)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, m := range hdr.States {
+			if _, ok := hdrs[m.Name]; ok {
+				continue
+			}
+			hdrs[m.Name] = hdr
+			metas = append(metas, m)
+		}
+	}
+	sort.SliceStable(metas, func(i, j int) bool { return metas[i].Name < metas[j].Name })
+	return metas, hdrs, nil
+}
+
+func (e *exporter) exportOperator(op *savepoint.OperatorState, os *savepoint.OperatorSummary) error {
+	hasKeyed := false
+	for _, st := range op.Subtasks {
+		if st.ManagedKeyed != nil {
+			hasKeyed = true
+		}
+	}
+	if !hasKeyed {
+		return nil
+	}
+	if os.KeyedLayout == savepoint.LayoutNativeRocksDB {
+		e.note(fmt.Sprintf("operator %s: keyed state in the RocksDB native layout is not exported (convert the snapshot to the canonical format first)", op.ID))
+		return nil
+	}
+	metas, hdrs, err := e.operatorHeaders(op)
+	if err != nil {
+		return err
+	}
+	from, to := e.o.Shard.Range(int(op.MaxParallelism))
+	tables := map[string]*table{}
+	var order []*table
+	abortAll := func(err error) {
+		for _, t := range order {
+			t.abort(err)
+		}
+	}
+	for _, m := range metas {
+		if e.o.State != "" && m.Name != e.o.State {
+			continue
+		}
+		t, err := e.newStateTable(op, os, hdrs[m.Name], m, from, to)
+		if err != nil {
+			abortAll(err)
+			return err
+		}
+		tables[m.Name] = t
+		order = append(order, t)
+	}
+	if from <= to && len(order) > 0 {
+		so := savepoint.ScanOptions{
+			Operator: op.ID.String(), State: e.o.State, KeyGroupFrom: from, KeyGroupTo: to,
+			Mode: keyed.ModeDecode, ReuseValues: true, Workers: e.o.Workers, Progress: e.o.Progress,
+		}
+		opID := op.ID.String()
+		err := e.sp.WalkKeyed(e.ctx, so, func(ke *savepoint.KeyedEntry) error {
+			t := tables[ke.State.Name]
+			if t == nil {
+				var err error
+				if t, err = e.newStateTable(op, os, ke.Header, ke.State, from, to); err != nil {
+					return err
+				}
+				tables[ke.State.Name] = t
+				order = append(order, t)
+			}
+			_, err := t.layout.appendEntry(t.rb, opID, ke, func() error {
+				t.pending++
+				t.rows++
+				if t.pending >= e.o.RowGroupRows {
+					return t.flush()
+				}
+				return nil
+			})
+			if err != nil {
+				return &keyed.Error{File: ke.File, KeyGroup: ke.KeyGroup, Offset: ke.Offset, BlockPos: ke.BlockPos,
+					Err: fmt.Errorf("state %q: cannot export entry: %w", ke.State.Name, err)}
+			}
+			r := t.row
+			r.sum.Entries++
+			r.sum.Bytes += int64(len(ke.KeyBytes) + len(ke.ValueBytes))
+			noteTTL(r, ke)
+			return nil
+		})
+		if errors.Is(err, savepoint.ErrNativeLayout) {
+			abortAll(err)
+			for _, t := range order {
+				t.row.note = "native layout: not exported"
+				t.row.table = ""
+			}
+			e.note(fmt.Sprintf("operator %s: keyed state in a native layout is not exported: %v", op.ID, err))
+			return nil
+		}
+		if err != nil {
+			abortAll(err)
+			return err
+		}
+	}
+	for i, t := range order {
+		if err := t.close(); err != nil {
+			for _, u := range order[i+1:] {
+				u.abort(err)
+			}
+			return err
+		}
+		t.man.Rows = t.rows
+		t.man.Entries = t.row.sum.Entries
+		t.row.rows = t.rows
+		e.man.Tables = append(e.man.Tables, t.man)
+	}
+	return nil
+}
+
+func noteTTL(r *stateRow, ke *savepoint.KeyedEntry) {
+	add := func(ts int64) {
+		if r.ttlMin == nil || ts < *r.ttlMin {
+			v := ts
+			r.ttlMin = &v
+		}
+		if r.ttlMax == nil || ts > *r.ttlMax {
+			v := ts
+			r.ttlMax = &v
+		}
+	}
+	if ke.TTLTimestamp != nil {
+		add(*ke.TTLTimestamp)
+		return
+	}
+	// TTL list states: every element has its own last-access time.
+	if l, ok := ke.Value.(serde.List); ok && ke.State.TTL {
+		for _, el := range l {
+			if t, ok := el.(*serde.TTLValue); ok {
+				add(t.LastAccess)
+			}
+		}
+	}
+}
+
+func (e *exporter) newStateTable(op *savepoint.OperatorState, os *savepoint.OperatorSummary, hdr *keyed.Header, m *keyed.StateMeta, from, to int) (*table, error) {
+	layout, err := newStateLayout(hdr.KeySerializer, m)
+	if err != nil {
+		return nil, fmt.Errorf("stateexport: operator %s: %w", op.ID, err)
+	}
+	name := e.tableName(op, m.Name)
+	obj, rw, err := e.openTable(name, layout.schema)
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]string, layout.schema.NumFields())
+	for i, f := range layout.schema.Fields() {
+		cols[i] = f.Name
+	}
+	row := &stateRow{op: os, table: name, kgFrom: from, kgTo: to}
+	row.sum = savepoint.StateSummary{Name: m.Name, Kind: savepoint.StateKind(m), TTL: m.TTL}
+	savepoint.SetStateTypes(&row.sum, hdr.KeySerializer, m)
+	e.states = append(e.states, row)
+	t := &table{
+		man:    &ManifestTable{Name: name, Operator: op.ID.String(), State: m.Name, Kind: row.sum.Kind, Columns: cols},
+		layout: layout,
+		rb:     array.NewRecordBuilder(e.mem, layout.schema),
+		rw:     rw,
+		obj:    obj,
+		row:    row,
+	}
+	return t, nil
+}
+
+func (e *exporter) note(s string) { e.man.Notes = append(e.man.Notes, s) }
