@@ -62,7 +62,9 @@ func TestHeapSourcesEqualCanonicalTwin(t *testing.T) {
 			// The source reads the same as the output (the conversion
 			// neither lost nor invented entries).
 			sameLines(t, "source vs converted", entries(t, src), entries(t, out))
-			// Same operators as the twin, same serializer snapshots.
+			// Same serializer snapshots and state order as the twin.
+			sameHeaders(t, twin, out)
+			// Same operators as the twin.
 			for _, op := range out.Meta.Operators {
 				top := twin.FindOperator(op.ID.String())
 				if top == nil || top.Parallelism != op.Parallelism || top.MaxParallelism != op.MaxParallelism {

@@ -156,3 +156,50 @@ func checkConverted(t *testing.T, src, out *savepoint.Savepoint) {
 		t.Fatal("no keyed handles in the output")
 	}
 }
+
+// keyedHeaders returns the raw keyed-state header of every managed keyed
+// handle, by operator and subtask.
+func keyedHeaders(t *testing.T, sp *savepoint.Savepoint) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	for _, op := range sp.Meta.Operators {
+		for _, st := range op.Subtasks {
+			h, ok := st.ManagedKeyed.(*savepoint.KeyGroupsHandle)
+			if !ok {
+				continue
+			}
+			obj, err := sp.OpenStream(context.Background(), h.Delegate, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hdr, _, err := keyed.ReadHeader(io.NewSectionReader(obj, 0, obj.Size()), obj.Loc.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[fmt.Sprintf("%s/%d", op.ID, st.Index)] = hdr.Raw
+		}
+	}
+	return out
+}
+
+// sameHeaders asserts that every keyed file of got starts with the header
+// (serializer snapshots and state order) of want's file for the same
+// subtask; subtasks want has no file for are skipped.
+func sameHeaders(t *testing.T, want, got *savepoint.Savepoint) {
+	t.Helper()
+	w, g := keyedHeaders(t, want), keyedHeaders(t, got)
+	n := 0
+	for k, wb := range w {
+		gb, ok := g[k]
+		if !ok {
+			t.Fatalf("%s: no keyed file in the output", k)
+		}
+		if !bytes.Equal(wb, gb) {
+			t.Fatalf("%s: keyed header differs (%d bytes, want %d)", k, len(gb), len(wb))
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("no headers compared")
+	}
+}

@@ -49,6 +49,8 @@ type srcStream struct {
 	heap bool
 	// native, when set, yields the entries instead of h.
 	native *NativeHandle
+	// subtask is the source subtask the handle belongs to.
+	subtask int
 }
 
 // NativeHandle is one native (incremental RocksDB) keyed handle as a
@@ -203,7 +205,7 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int, kind Op
 			return nil, stats, err
 		}
 		for _, nh := range nhs {
-			ss = append(ss, &srcStream{hdr: nh.Header, name: nh.Name, native: nh})
+			ss = append(ss, &srcStream{hdr: nh.Header, name: nh.Name, native: nh, subtask: nh.Subtask})
 		}
 		want = digest.New()
 	} else {
@@ -226,7 +228,7 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int, kind Op
 			}
 			// Heap-layout files (hashmap checkpoints and NATIVE savepoints)
 			// read as canonical entries; the output is canonical.
-			ss = append(ss, &srcStream{h: h.h, obj: obj, hdr: hdr, name: obj.Loc.Name, heap: layout == savepoint.LayoutNativeHeap})
+			ss = append(ss, &srcStream{h: h.h, obj: obj, hdr: hdr, name: obj.Loc.Name, heap: layout == savepoint.LayoutNativeHeap, subtask: h.subtask})
 		}
 	}
 	stats.OldHandles = len(ss)
@@ -251,8 +253,13 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int, kind Op
 			mode = keyed.ModeSplit
 		}
 	}
-	// Read every entry, placed in its new key group.
+	// Read every entry, placed in its new key group. from[t] is the one
+	// source stream subtask t's entries come from (-1 none yet, -2 more).
 	byTask := make([][]rwEntry, k)
+	from := make([]int, k)
+	for t := range from {
+		from[t] = -1
+	}
 	var held int64
 	place := func(i int, s *srcStream, kg int, e *keyed.Entry) error {
 		nkg := kg
@@ -274,6 +281,11 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int, kind Op
 		key = append(key, e.KeyBytes[oldW:]...)
 		t := keygroups.SubtaskForKeyGroup(newMaxP, k, nkg)
 		byTask[t] = append(byTask[t], rwEntry{kg: nkg, state: idmap[i][e.State.ID], key: key, val: append([]byte(nil), e.ValueBytes...)})
+		if from[t] == -1 {
+			from[t] = i
+		} else if from[t] != i {
+			from[t] = -2
+		}
 		return nil
 	}
 	for i, s := range ss {
@@ -304,14 +316,41 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int, kind Op
 			}
 		}
 	}
-	// Write one stream per layout subtask.
-	hdr := flinkwrite.Header{Compressed: base.Compressed, Raw: base.Raw, RawNumStates: len(base.States)}
+	// Write one stream per layout subtask. A conversion (Canonical) keeps
+	// each subtask's own header (the same serializer snapshots and state
+	// order as its source file; ids mapped back) and writes no keyed file
+	// for a subtask that had none.
+	unified := flinkwrite.Header{Compressed: base.Compressed, Raw: base.Raw, RawNumStates: len(base.States)}
+	bySubtask := map[int]int{}
+	for i, s := range ss {
+		bySubtask[s.subtask] = i
+	}
+	var subtasks []*savepoint.SubtaskState
 	for t := 0; t < k; t++ {
 		if err := ctx.Err(); err != nil {
 			return nil, stats, err
 		}
 		r := keygroups.RangeForSubtask(newMaxP, k, t)
 		es := byTask[t]
+		hdr := unified
+		if w.req.Canonical && !rekey {
+			i, ok := bySubtask[t]
+			if !ok && len(es) == 0 {
+				subtasks = append(subtasks, &savepoint.SubtaskState{Index: t})
+				continue
+			}
+			if ok && (from[t] == -1 || from[t] == i) {
+				s := ss[i]
+				hdr = flinkwrite.Header{Compressed: s.hdr.Compressed, Raw: s.hdr.Raw, RawNumStates: len(s.hdr.States)}
+				back := make(map[int]int, len(idmap[i]))
+				for own, u := range idmap[i] {
+					back[u] = own
+				}
+				for j := range es {
+					es[j].state = back[es[j].state]
+				}
+			}
+		}
 		sort.SliceStable(es, func(a, b int) bool {
 			if es[a].kg != es[b].kg {
 				return es[a].kg < es[b].kg
@@ -350,7 +389,7 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int, kind Op
 		w.own[d] = true
 		ns := &savepoint.SubtaskState{Index: t, ManagedKeyed: &savepoint.KeyGroupsHandle{Tag: savepoint.TagSavepointKeyGroups, StartKeyGroup: int32(r.Start), Offsets: kw.Offsets(), Delegate: d}}
 		stats.NewHandles++
-		out.Subtasks = append(out.Subtasks, ns)
+		subtasks = append(subtasks, ns)
 	}
 	// Operator state: old subtask o's handles on layout subtask o,
 	// broadcast states on every subtask.
@@ -361,12 +400,17 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int, kind Op
 				bcast = st
 			}
 		}
-		for _, ns := range out.Subtasks {
+		for _, ns := range subtasks {
 			if old := op.Subtask(ns.Index); old != nil {
 				ns.ManagedOperator, ns.RawOperator = old.ManagedOperator, old.RawOperator
 			} else if bcast != nil {
 				ns.ManagedOperator, ns.RawOperator = broadcastOnly(bcast.ManagedOperator), broadcastOnly(bcast.RawOperator)
 			}
+		}
+	}
+	for _, ns := range subtasks {
+		if ns.ManagedKeyed != nil || ns.ManagedOperator != nil || ns.RawOperator != nil {
+			out.Subtasks = append(out.Subtasks, ns)
 		}
 	}
 	w.checks = append(w.checks, func() error { return w.verify(op, &out, want) })
