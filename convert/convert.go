@@ -37,6 +37,17 @@
 // operator ids), is at least version 4 and carries a savepoint trailer of
 // format CANONICAL.
 //
+// The entries of one operator are gathered in memory before its files are
+// written (at most rescale.MaxRewriteBytes of keys and values; a larger
+// operator is refused with rescale.ErrUnsupported). Entries a RocksDB
+// instance keeps outside its handle's key-group range (left over from a
+// rescale until compaction; the owning subtask has its own copy) are
+// skipped, and the operator's note says how many.
+//
+// The engine's own native checkpoints (sfstate-engine layout, recognised by
+// their manifest) hold engine-encoded keys and values, not Flink's; they are
+// refused with rescale.ErrUnsupported.
+//
 // Before anything is published the logical content of every rewritten
 // operator (per state: entry count, order-independent digest of the
 // decoded entries, TTL timestamps included) is compared with the source.

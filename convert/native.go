@@ -39,7 +39,8 @@ func nativeSource(tempDir string) rescale.NativeSource {
 					return one.Walk(ctx, sp, read, native.WalkOptions{KeyGroupTo: -1, TempDir: tempDir}, func(_ *native.Handle, e *keyed.Entry) error {
 						return fn(e)
 					})
-				}})
+				},
+				Skipped: func() int64 { return h.OutOfRange }})
 		}
 		return out, nil
 	}

@@ -176,6 +176,9 @@ func Run(ctx context.Context, req Request) (_ *Result, retErr error) {
 				if err != nil {
 					return nil, err
 				}
+				if pl.note != "" {
+					st.Note = strings.TrimPrefix(st.Note+"; "+pl.note, "; ")
+				}
 				md.Operators[i] = nop
 				res.Operators = append(res.Operators, st)
 				continue
