@@ -92,3 +92,33 @@ func TestCorruptHeapSourceFails(t *testing.T) {
 		t.Fatalf("failed run left %d files", len(left))
 	}
 }
+
+// BenchmarkConvertGeneratedHeap converts a generated hashmap checkpoint of
+// 100,000 TTL row entries (about 13 MB) per iteration, verification included.
+func BenchmarkConvertGeneratedHeap(b *testing.B) {
+	dir := b.TempDir()
+	if _, err := scanbench.GenerateLayout(dir, 100000, true); err != nil {
+		b.Fatal(err)
+	}
+	st, _ := s3.NewLocal(dir)
+	src, err := savepoint.Open(context.Background(), st, savepoint.MetadataName)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var size int64
+	for _, o := range src.Meta.Operators {
+		for _, s := range o.Subtasks {
+			if h, ok := s.ManagedKeyed.(*savepoint.KeyGroupsHandle); ok && h.Delegate != nil {
+				size += h.Delegate.Size
+			}
+		}
+	}
+	b.SetBytes(size)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		dst, _ := s3.NewLocal(b.TempDir())
+		if _, err := Run(context.Background(), Request{Src: src, Dst: dst}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
