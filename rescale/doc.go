@@ -50,6 +50,16 @@
 // range, with the bytes needed, the bytes of whole handles and the bytes of
 // files straddling the range boundary (engine/rescale restores from it).
 //
+// # Conversion
+//
+// Options.Canonical (package convert, sfstate convert) uses the same
+// rewriter without changing the layout: every keyed operator keeps its
+// parallelism and max parallelism and is rewritten into one canonical file
+// per subtask with that subtask's own header; heap-layout handles read as
+// canonical entries, native RocksDB handles through Request.Native. All
+// other files are copied, and the `_metadata` records a CANONICAL
+// savepoint.
+//
 // # Publishing
 //
 // Run never writes under the source. Data files (copies, rewritten state)

@@ -41,6 +41,12 @@ func planOperators(src *savepoint.Savepoint, o Options) ([]opPlan, error) {
 		}
 		pl := opPlan{kind: kind, p: o.Parallelism, maxP: int(op.MaxParallelism)}
 		oldP, oldMaxP := int(op.Parallelism), int(op.MaxParallelism)
+		if o.Canonical {
+			// Conversion: same layout, every keyed operator rewritten.
+			pl.p, pl.rewrite = oldP, kind != KindNonKeyed
+			plans[i] = pl
+			continue
+		}
 		var notes []string
 		if m, ok := perMaxP[op.ID]; ok {
 			if oldMaxP == 1 && m != 1 {

@@ -36,13 +36,45 @@ func newRewriter(ctx context.Context, req Request, res *Result, own map[*savepoi
 	return &rewriter{ctx: ctx, req: req, res: res, own: own}
 }
 
+// srcStream is one keyed handle being rewritten: a key-groups handle
+// (canonical or heap layout) read here, or a native handle whose entries
+// a NativeSource decodes.
 type srcStream struct {
 	h   *savepoint.KeyGroupsHandle
 	obj *savepoint.Object
 	hdr *keyed.Header
+	// name names the stream (or the native handle's meta state).
+	name string
 	// heap: the stream is in the heap backend's key-group layout.
 	heap bool
+	// native, when set, yields the entries instead of h.
+	native *NativeHandle
+	// subtask is the source subtask the handle belongs to.
+	subtask int
 }
+
+// NativeHandle is one native (incremental RocksDB) keyed handle as a
+// NativeSource opens it: its meta-state header, and a walk that calls fn
+// for every entry in the canonical shape (KeyBytes with the key-group
+// prefix, ValueBytes as a canonical savepoint holds them; decoded parts
+// set as keyed.ModeDecode gives them). Entries need not come in order and
+// are valid only during fn.
+type NativeHandle struct {
+	Subtask int
+	Header  *keyed.Header
+	// Name names the handle in messages (e.g. its meta-state stream).
+	Name string
+	Walk func(ctx context.Context, fn func(*keyed.Entry) error) error
+	// Skipped, when set, reports after Walk how many entries it left out
+	// because their key group lies outside the handle's range (RocksDB
+	// instances keep such entries after a rescale until compaction; the
+	// subtask owning the key group holds its own copy).
+	Skipped func() int64
+}
+
+// NativeSource opens the native keyed handles of one operator of src
+// (Options.Canonical). Package convert provides one backed by RocksDB.
+type NativeSource func(ctx context.Context, src *savepoint.Savepoint, op *savepoint.OperatorState) ([]*NativeHandle, error)
 
 type rwEntry struct {
 	kg, state int
@@ -66,7 +98,7 @@ func unifiedHeader(op *savepoint.OperatorState, ss []*srcStream) (*keyed.Header,
 			b := base.State(st.Name)
 			if b == nil || b.Kind != st.Kind || b.Type != st.Type {
 				return nil, nil, fmt.Errorf("%w: operator %s: state %q of %s is not declared alike in every file; files cannot be merged (rescale without --merge-files/--max-parallelism instead)",
-					ErrUnsupported, op.ID, st.Name, s.obj.Loc.Name)
+					ErrUnsupported, op.ID, st.Name, s.name)
 			}
 			maps[i][j] = b.ID
 		}
@@ -133,20 +165,18 @@ func javaHashCode(v serde.Value, depth int) (int32, error) {
 	return 0, fmt.Errorf("key type %T has no known Java hashCode (supported: SQL key rows, primitives, String, Tuples)", v)
 }
 
-// operator rewrites op for parallelism n and max parallelism newMaxP.
-func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int) (*savepoint.OperatorState, LayoutStats, error) {
+// operator rewrites op for parallelism n and max parallelism newMaxP. A
+// KindNative operator's entries come from Request.Native; their digest is
+// taken while reading, as the source cannot be read back without it.
+func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int, kind OperatorKind) (*savepoint.OperatorState, LayoutStats, error) {
 	ctx := w.ctx
 	oldMaxP := int(op.MaxParallelism)
-	stats := LayoutStats{Operator: op.ID.String(), Kind: KindCanonical.String(), OldParallelism: int(op.Parallelism), NewParallelism: n, MaxParallelism: newMaxP}
+	stats := LayoutStats{Operator: op.ID.String(), Kind: kind.String(), OldParallelism: int(op.Parallelism), NewParallelism: n, MaxParallelism: newMaxP}
 	if err := keygroups.CheckParallelism(newMaxP, n); err != nil {
 		return nil, stats, fmt.Errorf("rescale: operator %s: parallelism %d with max parallelism %d: %w", op.ID, n, newMaxP, err)
 	}
 	if op.FullyFinished {
 		return nil, stats, fmt.Errorf("%w: operator %s is fully finished", ErrUnsupported, op.ID)
-	}
-	hs, err := collectCanonical(op, false)
-	if err != nil {
-		return nil, stats, err
 	}
 	hasOpState := false
 	for _, st := range op.Subtasks {
@@ -155,7 +185,6 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int) (*savep
 		}
 		hasOpState = hasOpState || st.ManagedOperator != nil || st.RawOperator != nil
 	}
-	stats.OldHandles = len(hs)
 	// Operator-state handles stay on their subtask index: the layout needs
 	// at least as many subtasks as the source had.
 	k := n
@@ -171,23 +200,43 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int) (*savep
 
 	// Open every source stream and unify the headers.
 	var ss []*srcStream
-	for _, h := range hs {
-		obj, err := w.req.Src.OpenStream(ctx, h.h.Delegate, 0)
+	var want *digest.Digest
+	if kind == KindNative {
+		if w.req.Native == nil {
+			return nil, stats, fmt.Errorf("%w: operator %s holds native (incremental RocksDB) handles; rewriting them needs RocksDB support", ErrUnsupported, op.ID)
+		}
+		nhs, err := w.req.Native(ctx, w.req.Src, op)
 		if err != nil {
 			return nil, stats, err
 		}
-		hdr, _, err := keyed.ReadHeader(io.NewSectionReader(obj, 0, obj.Size()), obj.Loc.Name)
+		for _, nh := range nhs {
+			ss = append(ss, &srcStream{hdr: nh.Header, name: nh.Name, native: nh, subtask: nh.Subtask})
+		}
+		want = digest.New()
+	} else {
+		hs, err := collectCanonical(op, false)
 		if err != nil {
 			return nil, stats, err
 		}
-		layout, err := w.req.Src.KeyedLayout(ctx, h.h, oldMaxP)
-		if err != nil {
-			return nil, stats, err
+		for _, h := range hs {
+			obj, err := w.req.Src.OpenStream(ctx, h.h.Delegate, 0)
+			if err != nil {
+				return nil, stats, err
+			}
+			hdr, _, err := keyed.ReadHeader(io.NewSectionReader(obj, 0, obj.Size()), obj.Loc.Name)
+			if err != nil {
+				return nil, stats, err
+			}
+			layout, err := w.req.Src.KeyedLayout(ctx, h.h, oldMaxP)
+			if err != nil {
+				return nil, stats, err
+			}
+			// Heap-layout files (hashmap checkpoints and NATIVE savepoints)
+			// read as canonical entries; the output is canonical.
+			ss = append(ss, &srcStream{h: h.h, obj: obj, hdr: hdr, name: obj.Loc.Name, heap: layout == savepoint.LayoutNativeHeap, subtask: h.subtask})
 		}
-		// Heap-layout files (hashmap checkpoints and NATIVE savepoints)
-		// read as canonical entries; the output is canonical.
-		ss = append(ss, &srcStream{h: h.h, obj: obj, hdr: hdr, heap: layout == savepoint.LayoutNativeHeap})
 	}
+	stats.OldHandles = len(ss)
 	out := *op
 	out.Parallelism = int32(k)
 	out.MaxParallelism = int32(newMaxP)
@@ -209,10 +258,59 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int) (*savep
 			mode = keyed.ModeSplit
 		}
 	}
-	// Read every entry, placed in its new key group.
+	// Read every entry, placed in its new key group. from[t] is the one
+	// source stream subtask t's entries come from (-1 none yet, -2 more).
 	byTask := make([][]rwEntry, k)
+	from := make([]int, k)
+	for t := range from {
+		from[t] = -1
+	}
 	var held int64
+	place := func(i int, s *srcStream, kg int, e *keyed.Entry) error {
+		nkg := kg
+		if rekey {
+			h, err := keyHash(rowKey, e)
+			if err != nil {
+				return fmt.Errorf("%w: %s key group %d offset %d: %v", ErrUnsupported, s.name, kg, e.Offset, err)
+			}
+			nkg = keygroups.KeyGroupFor(h, newMaxP)
+		}
+		if len(e.KeyBytes) < oldW {
+			return fmt.Errorf("%w: %s key group %d offset %d: key shorter than its prefix", savepoint.ErrFormat, s.name, kg, e.Offset)
+		}
+		held += int64(len(e.KeyBytes) + len(e.ValueBytes))
+		if held > MaxRewriteBytes {
+			return fmt.Errorf("%w: operator %s: more than %d bytes of entries to rewrite in memory", ErrUnsupported, op.ID, MaxRewriteBytes)
+		}
+		key := keygroups.AppendPrefix(make([]byte, 0, newW+len(e.KeyBytes)-oldW), nkg, newW)
+		key = append(key, e.KeyBytes[oldW:]...)
+		t := keygroups.SubtaskForKeyGroup(newMaxP, k, nkg)
+		byTask[t] = append(byTask[t], rwEntry{kg: nkg, state: idmap[i][e.State.ID], key: key, val: append([]byte(nil), e.ValueBytes...)})
+		if from[t] == -1 {
+			from[t] = i
+		} else if from[t] != i {
+			from[t] = -2
+		}
+		return nil
+	}
+	var skipped int64
 	for i, s := range ss {
+		if s.native != nil {
+			err := s.native.Walk(ctx, func(e *keyed.Entry) error {
+				if e.KeyGroup < 0 || e.KeyGroup >= oldMaxP || e.State == nil || e.State.ID < 0 || e.State.ID >= len(idmap[i]) {
+					return fmt.Errorf("%w: %s: entry of key group %d outside max parallelism %d or of an undeclared state", savepoint.ErrFormat, s.name, e.KeyGroup, oldMaxP)
+				}
+				want.AddKeyed(op.ID.String(), e)
+				return place(i, s, e.KeyGroup, e)
+			})
+			if err != nil {
+				return nil, stats, err
+			}
+			if s.native.Skipped != nil {
+				skipped += s.native.Skipped()
+			}
+			continue
+		}
 		st, en := s.h.KeyGroupRange()
 		for kg := st; kg <= en; kg++ {
 			off := s.h.Offset(kg)
@@ -220,40 +318,51 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int) (*savep
 				continue
 			}
 			err := keyed.ReadKeyGroupWith(s.obj, s.obj.Size(), s.obj.Loc.Name, s.hdr, kg, off, keyed.ReadOptions{MaxParallelism: oldMaxP, Mode: mode, Heap: s.heap}, func(e *keyed.Entry) error {
-				nkg := kg
-				if rekey {
-					h, err := keyHash(rowKey, e)
-					if err != nil {
-						return fmt.Errorf("%w: %s key group %d offset %d: %v", ErrUnsupported, s.obj.Loc.Name, kg, e.Offset, err)
-					}
-					nkg = keygroups.KeyGroupFor(h, newMaxP)
-				}
-				if len(e.KeyBytes) < oldW {
-					return fmt.Errorf("%w: %s key group %d offset %d: key shorter than its prefix", savepoint.ErrFormat, s.obj.Loc.Name, kg, e.Offset)
-				}
-				held += int64(len(e.KeyBytes) + len(e.ValueBytes))
-				if held > MaxRewriteBytes {
-					return fmt.Errorf("%w: operator %s: more than %d bytes of entries to rewrite in memory", ErrUnsupported, op.ID, MaxRewriteBytes)
-				}
-				key := keygroups.AppendPrefix(make([]byte, 0, newW+len(e.KeyBytes)-oldW), nkg, newW)
-				key = append(key, e.KeyBytes[oldW:]...)
-				t := keygroups.SubtaskForKeyGroup(newMaxP, k, nkg)
-				byTask[t] = append(byTask[t], rwEntry{kg: nkg, state: idmap[i][e.State.ID], key: key, val: append([]byte(nil), e.ValueBytes...)})
-				return nil
+				return place(i, s, kg, e)
 			})
 			if err != nil {
 				return nil, stats, err
 			}
 		}
 	}
-	// Write one stream per layout subtask.
-	hdr := flinkwrite.Header{Compressed: base.Compressed, Raw: base.Raw, RawNumStates: len(base.States)}
+	if skipped > 0 {
+		stats.Note = fmt.Sprintf("%d entries outside their native handle's key-group range skipped (another subtask holds them)", skipped)
+	}
+	// Write one stream per layout subtask. A conversion (Canonical) keeps
+	// each subtask's own header (the same serializer snapshots and state
+	// order as its source file; ids mapped back) and writes no keyed file
+	// for a subtask that had none.
+	unified := flinkwrite.Header{Compressed: base.Compressed, Raw: base.Raw, RawNumStates: len(base.States)}
+	bySubtask := map[int]int{}
+	for i, s := range ss {
+		bySubtask[s.subtask] = i
+	}
+	var subtasks []*savepoint.SubtaskState
 	for t := 0; t < k; t++ {
 		if err := ctx.Err(); err != nil {
 			return nil, stats, err
 		}
 		r := keygroups.RangeForSubtask(newMaxP, k, t)
 		es := byTask[t]
+		hdr := unified
+		if w.req.Canonical && !rekey {
+			i, ok := bySubtask[t]
+			if !ok && len(es) == 0 {
+				subtasks = append(subtasks, &savepoint.SubtaskState{Index: t})
+				continue
+			}
+			if ok && (from[t] == -1 || from[t] == i) {
+				s := ss[i]
+				hdr = flinkwrite.Header{Compressed: s.hdr.Compressed, Raw: s.hdr.Raw, RawNumStates: len(s.hdr.States)}
+				back := make(map[int]int, len(idmap[i]))
+				for own, u := range idmap[i] {
+					back[u] = own
+				}
+				for j := range es {
+					es[j].state = back[es[j].state]
+				}
+			}
+		}
 		sort.SliceStable(es, func(a, b int) bool {
 			if es[a].kg != es[b].kg {
 				return es[a].kg < es[b].kg
@@ -292,7 +401,7 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int) (*savep
 		w.own[d] = true
 		ns := &savepoint.SubtaskState{Index: t, ManagedKeyed: &savepoint.KeyGroupsHandle{Tag: savepoint.TagSavepointKeyGroups, StartKeyGroup: int32(r.Start), Offsets: kw.Offsets(), Delegate: d}}
 		stats.NewHandles++
-		out.Subtasks = append(out.Subtasks, ns)
+		subtasks = append(subtasks, ns)
 	}
 	// Operator state: old subtask o's handles on layout subtask o,
 	// broadcast states on every subtask.
@@ -303,7 +412,7 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int) (*savep
 				bcast = st
 			}
 		}
-		for _, ns := range out.Subtasks {
+		for _, ns := range subtasks {
 			if old := op.Subtask(ns.Index); old != nil {
 				ns.ManagedOperator, ns.RawOperator = old.ManagedOperator, old.RawOperator
 			} else if bcast != nil {
@@ -311,17 +420,27 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int) (*savep
 			}
 		}
 	}
-	w.checks = append(w.checks, func() error { return w.verify(op, &out) })
+	for _, ns := range subtasks {
+		if ns.ManagedKeyed != nil || ns.ManagedOperator != nil || ns.RawOperator != nil {
+			out.Subtasks = append(out.Subtasks, ns)
+		}
+	}
+	w.checks = append(w.checks, func() error { return w.verify(op, &out, want) })
 	return &out, stats, nil
 }
 
 // verify compares the logical content of a rewritten operator with the
 // source: per state, the entry count and the order-independent digest.
-func (w *rewriter) verify(src, dst *savepoint.OperatorState) error {
+// want is the source's digest when it was taken while reading (native
+// handles); otherwise the source is read again.
+func (w *rewriter) verify(src, dst *savepoint.OperatorState, want *digest.Digest) error {
 	ctx := w.ctx
-	want, err := digest.Compute(ctx, w.req.Src, digest.Options{Operator: src.ID.String()})
-	if err != nil {
-		return fmt.Errorf("rescale: digest of source operator %s: %w", src.ID, err)
+	if want == nil {
+		var err error
+		want, err = digest.Compute(ctx, w.req.Src, digest.Options{Operator: src.ID.String()})
+		if err != nil {
+			return fmt.Errorf("rescale: digest of source operator %s: %w", src.ID, err)
+		}
 	}
 	sp := &savepoint.Savepoint{Store: w.req.Dst, MetadataKey: savepoint.MetadataName, Meta: &savepoint.Metadata{Version: 3, Operators: []*savepoint.OperatorState{dst}}}
 	got, err := digest.Compute(ctx, sp, digest.Options{})

@@ -53,6 +53,15 @@ type Options struct {
 	Progress Progress
 	// Concurrency bounds concurrent reads and copies (default 4).
 	Concurrency int
+	// Canonical converts instead of rescaling (sfstate convert): every
+	// operator keeps its parallelism and max parallelism (Parallelism and
+	// the other layout options are ignored), every keyed operator is
+	// rewritten into canonical files (one per subtask, tag-7 handles) —
+	// heap-layout and native RocksDB handles (Request.Native) alike —
+	// every other file is copied into the destination (absolute ones too,
+	// so the result does not depend on the source), and the `_metadata`
+	// (version 4 at least) records a savepoint of format CANONICAL.
+	Canonical bool
 }
 
 // Request is one rescale: a source savepoint opened with savepoint.Open,
@@ -70,6 +79,9 @@ type Request struct {
 	// Copy. Otherwise files are streamed from Src.Store to Dst.
 	CopyStore            s3.Storage
 	SrcPrefix, DstPrefix string
+	// Native opens native keyed handles for rewriting (Options.Canonical;
+	// nil refuses them).
+	Native NativeSource
 	Options
 }
 
@@ -125,7 +137,9 @@ func Run(ctx context.Context, req Request) (_ *Result, retErr error) {
 			rec.cleanup(context.WithoutCancel(ctx))
 		}
 	}()
-	if req.Parallelism < 1 {
+	if req.Canonical {
+		req.Copy = true
+	} else if req.Parallelism < 1 {
 		return nil, fmt.Errorf("rescale: parallelism %d must be at least 1", req.Parallelism)
 	}
 	if _, err := req.Dst.Stat(ctx, savepoint.MetadataName); err == nil {
@@ -157,6 +171,18 @@ func Run(ctx context.Context, req Request) (_ *Result, retErr error) {
 			md.Operators[i] = op
 			continue
 		case KindNative:
+			if pl.rewrite && req.Native != nil {
+				nop, st, err := rewriter.operator(op, pl.p, pl.maxP, KindNative)
+				if err != nil {
+					return nil, err
+				}
+				if pl.note != "" {
+					st.Note = strings.TrimPrefix(st.Note+"; "+pl.note, "; ")
+				}
+				md.Operators[i] = nop
+				res.Operators = append(res.Operators, st)
+				continue
+			}
 			if pl.rewrite {
 				return nil, fmt.Errorf("%w: operator %s holds native (incremental RocksDB) handles; --max-parallelism and --merge-files need a canonical savepoint", ErrUnsupported, op.ID)
 			}
@@ -174,7 +200,7 @@ func Run(ctx context.Context, req Request) (_ *Result, retErr error) {
 			var err error
 			switch {
 			case pl.rewrite:
-				nop, st, err = rewriter.operator(op, pl.p, pl.maxP)
+				nop, st, err = rewriter.operator(op, pl.p, pl.maxP, KindCanonical)
 			case pl.keep:
 				nop, st = op, keptStats(op)
 			default:
@@ -245,6 +271,11 @@ func Run(ctx context.Context, req Request) (_ *Result, retErr error) {
 		res.SourcesBytes = w.Size
 		res.Sources = append([]string{tr.sourceDir()}, src.Sources()...)
 	}
+	if req.Canonical {
+		if err := canonicalTrailer(src, &md); err != nil {
+			return nil, err
+		}
+	}
 	b, err := savepoint.EncodeMetadata(&md)
 	if err != nil {
 		return nil, fmt.Errorf("rescale: encoding the new _metadata: %w", err)
@@ -277,6 +308,10 @@ type translator struct {
 	// absolute is set once a handle of the new metadata points into the
 	// source.
 	absolute bool
+	// absCopies are the absolute files copied in Canonical mode, by
+	// destination name.
+	absCopies map[string]savepoint.Location
+	absOrder  []string
 }
 
 // uri is the absolute URI of a resolved source location.
@@ -427,6 +462,24 @@ func (t *translator) stream(ctx context.Context, h *savepoint.StreamHandle, res 
 		if err != nil {
 			return nil, err
 		}
+		if t.req.Canonical {
+			// A converted savepoint stands alone: the file (or the
+			// segment's bytes) is copied and referenced relatively.
+			name := absCopyName(t.uri(loc), loc)
+			if t.absCopies == nil {
+				t.absCopies = map[string]savepoint.Location{}
+			}
+			if _, ok := t.absCopies[name]; !ok {
+				t.absCopies[name] = loc
+				t.absOrder = append(t.absOrder, name)
+			}
+			size := h.Size
+			if h.Tag == savepoint.TagSegmentFile {
+				size = loc.Size
+			}
+			c = savepoint.StreamHandle{Tag: savepoint.TagRelativeFile, Path: name, Size: size}
+			break
+		}
 		c.Path = t.uri(loc)
 		t.absolute = true
 	}
@@ -498,6 +551,13 @@ func (t *translator) copyAll(ctx context.Context, res *Result) ([]s3.Written, er
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
+	}
+	for _, name := range t.absOrder {
+		w, err := t.copyLocation(ctx, name, t.absCopies[name])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, w)
 	}
 	for _, w := range out {
 		res.CopiedBytes += w.Size

@@ -235,6 +235,18 @@ func (d *Digest) Add(k GroupKey, e Entry) {
 	}
 }
 
+// AddKeyed records one decoded entry (keyed.ModeDecode) of the given
+// operator (hex id), as Compute does for every entry it reads; callers that
+// decode entries another way (native RocksDB handles) digest them with it.
+func (d *Digest) AddKeyed(operator string, e *keyed.Entry) {
+	v := e.Value
+	if t, ok := v.(*serde.TTLValue); ok {
+		v = t.Value
+	}
+	d.Add(GroupKey{Operator: operator, State: e.State.Name, KeyGroup: e.KeyGroup},
+		Entry{Key: e.Key, Namespace: e.Namespace, UserKey: e.UserKey, Value: v, TTL: e.TTLTimestamp})
+}
+
 // Options selects what Compute reads.
 type Options struct {
 	// Operator and State restrict the digest (as savepoint.ScanOptions).
@@ -249,12 +261,7 @@ func Compute(ctx context.Context, sp *savepoint.Savepoint, o Options) (*Digest, 
 	err := sp.WalkKeyed(ctx, savepoint.ScanOptions{
 		Operator: o.Operator, State: o.State, KeyGroupTo: -1, Mode: keyed.ModeDecode, SkipNative: o.SkipNative,
 	}, func(e *savepoint.KeyedEntry) error {
-		v := e.Value
-		if t, ok := v.(*serde.TTLValue); ok {
-			v = t.Value
-		}
-		d.Add(GroupKey{Operator: e.Operator.ID.String(), State: e.State.Name, KeyGroup: e.KeyGroup},
-			Entry{Key: e.Key, Namespace: e.Namespace, UserKey: e.UserKey, Value: v, TTL: e.TTLTimestamp})
+		d.AddKeyed(e.Operator.ID.String(), e.Entry)
 		return nil
 	})
 	if err != nil {
