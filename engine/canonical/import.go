@@ -65,6 +65,10 @@ type ImportOptions struct {
 	// mapping, or an operator whose key serializer could not be read.
 	// ImportResult.SkippedStates lists them.
 	SkipUnsupported bool
+	// KeyGroups, when set, restores only the key groups from..to
+	// (inclusive) it gives for an operator's max parallelism; the others
+	// stay empty and their blocks are not read.
+	KeyGroups func(maxParallelism int) (from, to int)
 }
 
 // SkippedState is keyed state that Import did not restore, with the
@@ -745,6 +749,10 @@ func (p *importPlan) restore(ctx context.Context, be engine.Backend, r keygroups
 	for _, f := range p.files {
 		start, end := f.handle.KeyGroupRange()
 		lo, hi := max(start, r.Start), min(end, r.End)
+		if o.KeyGroups != nil {
+			from, to := o.KeyGroups(layout.MaxParallelism)
+			lo, hi = max(lo, from), min(hi, to)
+		}
 		ropts := keyed.ReadOptions{MaxParallelism: layout.MaxParallelism, Mode: keyed.ModeSplit, Heap: f.heap}
 		for kg := lo; kg <= hi; kg++ {
 			off := f.handle.Offset(kg)
