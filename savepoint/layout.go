@@ -3,6 +3,8 @@ package savepoint
 import (
 	"context"
 	"fmt"
+
+	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
 // KeyedLayout tells how the data behind a managed keyed handle is laid out
@@ -57,8 +59,17 @@ func (sp *Savepoint) KeyedLayout(ctx context.Context, kh KeyedHandle, maxParalle
 	return fileLayout(layout, f, h, maxParallelism), nil
 }
 
-// HeaderEnd is where the keyed-state header of h's stream ends: its first
-// non-zero key-group offset (0 when there is none). keyed.ReadHeaderWithin
-// uses it to step over serializer snapshots it cannot read, as the entry
-// reader does.
-func (h *KeyGroupsHandle) HeaderEnd() int64 { return keyedHeaderEnd(h) }
+// OpenKeyed opens the stream of a key-groups handle and reads its header
+// as the entry reader does: up to the first key-group offset (the stream's
+// end when no key group holds data), stepping over serializer snapshots it
+// cannot read (their states are partial; see keyed.ParseHeaderWithin).
+func (sp *Savepoint) OpenKeyed(ctx context.Context, h *KeyGroupsHandle, readAhead int) (*Object, *keyed.Header, error) {
+	if h == nil || h.Delegate == nil {
+		return nil, nil, fmt.Errorf("%w: %s: key-groups handle without a stream", ErrFormat, sp.Name())
+	}
+	f, err := sp.openKeyed(ctx, h, readAhead)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f.obj, f.header, nil
+}

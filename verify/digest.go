@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 
@@ -372,11 +371,7 @@ func operatorInfo(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 // readHeader reads the header of h's stream as the entry reader does (up to
 // the first key-group offset, stepping over unknown serializer snapshots).
 func readHeader(ctx context.Context, sp *savepoint.Savepoint, h *savepoint.KeyGroupsHandle) *keyed.Header {
-	obj, err := sp.OpenStream(ctx, h.Delegate, 64<<10)
-	if err != nil {
-		return nil
-	}
-	hdr, _, err := keyed.ReadHeaderWithin(io.NewSectionReader(obj, 0, obj.Size()), obj.Loc.Name, h.HeaderEnd())
+	_, hdr, err := sp.OpenKeyed(ctx, h, 64<<10)
 	if err != nil {
 		return nil
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"sync"
@@ -440,16 +439,11 @@ func openImportFile(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.
 	if !ok || (layout != savepoint.LayoutCanonical && layout != savepoint.LayoutNativeHeap) {
 		return nil, fmt.Errorf("%w: %s: operator %s subtask %d: keyed handle tag %d holds the %s layout", savepoint.ErrNativeLayout, sp.Name(), op.ID, st.Index, kh.HandleTag(), layout)
 	}
-	obj, err := sp.OpenStream(ctx, h.Delegate, o.ReadAhead)
+	obj, hdr, err := sp.OpenKeyed(ctx, h, o.ReadAhead)
 	if err != nil {
 		return nil, err
 	}
-	name := obj.Loc.Name
-	hdr, _, err := keyed.ReadHeaderWithin(io.NewSectionReader(obj, 0, obj.Size()), name, h.HeaderEnd())
-	if err != nil {
-		return nil, err
-	}
-	return &importFile{handle: h, obj: obj, header: hdr, name: name, heap: layout == savepoint.LayoutNativeHeap}, nil
+	return &importFile{handle: h, obj: obj, header: hdr, name: obj.Loc.Name, heap: layout == savepoint.LayoutNativeHeap}, nil
 }
 
 // metaSig identifies a state's kind and serializers.
@@ -530,6 +524,15 @@ func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
 			return ss, err
 		}
 	case flinkwrite.KindList:
+		if m.Element == nil && m.Partial != "" && !m.TTL {
+			// The list serializer's snapshot could not be read (partial
+			// state): Flink's ','-joined list is kept whole as one raw
+			// engine element (see stateCodec.rawLen), under the kept
+			// snapshot.
+			ss.Kind = engine.KindList
+			ss.Value = engine.Type{Kind: engine.TypeRaw, Snapshot: rawSnap(m.Value)}
+			break
+		}
 		if m.Element == nil {
 			return ss, errors.New("list state without element serializer")
 		}
@@ -543,6 +546,14 @@ func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
 			return ss, fmt.Errorf("list element serializer %s", m.Element.Class)
 		}
 	case flinkwrite.KindMap:
+		if (m.UserKey == nil || m.UserValue == nil) && m.Partial != "" && !m.TTL {
+			// The map serializer's snapshot could not be read (partial
+			// state): user keys and user values (NULL flag included) are
+			// kept as raw bytes, which the entry format delimits.
+			raw := engine.Type{Kind: engine.TypeRaw, Snapshot: rawSnap(m.Value)}
+			ss.Kind, ss.UserKey, ss.Value = engine.KindMap, raw, raw
+			break
+		}
 		if m.UserKey == nil || m.UserValue == nil {
 			return ss, errors.New("map state without user key/value serializers")
 		}
