@@ -9,8 +9,8 @@ import (
 
 // KeyedLayout tells how the data behind a managed keyed handle is laid out
 // (LayoutCanonical, LayoutNativeHeap, LayoutNativeRocksDB, LayoutChangelog
-// or LayoutMixed), with the same
-// decision the entry reader (WalkKeyed) makes: the handle tag, then the
+// or LayoutMixed), with the same decision the entry reader (WalkKeyed)
+// makes: the handle tag, then the
 // trailer's format type, and, where both leave it open (tag 3/12 handles of
 // checkpoints, V3 files such as Flink 1.11 savepoints), a probe of the
 // first non-empty key group (parsed both ways; see probeNativeHeap), which
