@@ -445,7 +445,7 @@ func (c *checker) checkKeyedData(op *OperatorState, st *SubtaskState, h *KeyGrou
 	if err != nil {
 		return c.add(Problem{Kind: ProblemRead, File: loc.Name, Offset: -1, Operator: opID, Subtask: st.Index, KeyGroup: -1, Message: err.Error()})
 	}
-	hdr, hdrLen, err := keyed.ReadHeaderWithin(io.NewSectionReader(obj, 0, obj.Size()), loc.Name, keyedHeaderEnd(h))
+	hdr, hdrLen, err := keyed.ReadHeaderWithin(io.NewSectionReader(obj, 0, obj.Size()), loc.Name, keyedHeaderEndIn(h, obj.Size()))
 	if err != nil {
 		return c.add(problemFromErr(ProblemHeader, loc.Name, opID, st.Index, err))
 	}

@@ -144,7 +144,7 @@ func (sp *Savepoint) openKeyed(ctx context.Context, h *KeyGroupsHandle, readAhea
 		return nil, err
 	}
 	name := obj.Loc.Name
-	hdr, n, err := keyed.ReadHeaderWithin(io.NewSectionReader(obj, 0, obj.Size()), name, keyedHeaderEnd(h))
+	hdr, n, err := keyed.ReadHeaderWithin(io.NewSectionReader(obj, 0, obj.Size()), name, keyedHeaderEndIn(h, obj.Size()))
 	if err != nil {
 		return nil, err
 	}
@@ -162,6 +162,18 @@ func keyedHeaderEnd(h *KeyGroupsHandle) int64 {
 		}
 	}
 	return end
+}
+
+// keyedHeaderEndIn is keyedHeaderEnd for h's stream of size bytes: a
+// stream none of whose key groups holds data is its header alone (the
+// canonical writers write nothing after it), so the header ends at size.
+// Where that is wrong (a file shared by several handles), the bounded
+// parse fails and the header is parsed without the end.
+func keyedHeaderEndIn(h *KeyGroupsHandle, size int64) int64 {
+	if end := keyedHeaderEnd(h); end > 0 {
+		return end
+	}
+	return size
 }
 
 // operatorHeaderEnd is the smallest state offset of an operator state

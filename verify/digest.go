@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 
@@ -345,32 +344,34 @@ func operatorInfo(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 			continue
 		}
 		has = true
-		h, ok := st.ManagedKeyed.(*savepoint.KeyGroupsHandle)
-		if !ok || h.Delegate == nil {
-			continue
-		}
-		hdr := readHeader(ctx, sp, h.Delegate)
-		if hdr == nil {
-			continue
-		}
-		for _, s := range hdr.States {
-			if seen[s.Name] {
+		// A changelog handle's states are those of its materialized
+		// handles (the reader's view; see savepoint.ReadableSubtasks).
+		for _, kh := range savepoint.MaterializedKeyed(st.ManagedKeyed) {
+			h, ok := kh.(*savepoint.KeyGroupsHandle)
+			if !ok || h.Delegate == nil {
 				continue
 			}
-			seen[s.Name] = true
-			info.States = append(info.States, StateInfo{Name: s.Name, Kind: s.Kind, TTL: s.TTL})
+			hdr := readHeader(ctx, sp, h)
+			if hdr == nil {
+				continue
+			}
+			for _, s := range hdr.States {
+				if seen[s.Name] {
+					continue
+				}
+				seen[s.Name] = true
+				info.States = append(info.States, StateInfo{Name: s.Name, Kind: s.Kind, TTL: s.TTL})
+			}
 		}
 	}
 	sort.Slice(info.States, func(i, j int) bool { return info.States[i].Name < info.States[j].Name })
 	return info, has
 }
 
-func readHeader(ctx context.Context, sp *savepoint.Savepoint, h *savepoint.StreamHandle) *keyed.Header {
-	obj, err := sp.OpenStream(ctx, h, 64<<10)
-	if err != nil {
-		return nil
-	}
-	hdr, _, err := keyed.ReadHeader(io.NewSectionReader(obj, 0, obj.Size()), obj.Loc.Name)
+// readHeader reads the header of h's stream as the entry reader does (up to
+// the first key-group offset, stepping over unknown serializer snapshots).
+func readHeader(ctx context.Context, sp *savepoint.Savepoint, h *savepoint.KeyGroupsHandle) *keyed.Header {
+	_, hdr, err := sp.OpenKeyed(ctx, h, 64<<10)
 	if err != nil {
 		return nil
 	}

@@ -6,7 +6,12 @@
 // and compares. An operator whose max parallelism is below a target's
 // parallelism (a global operator has 1) is restored at its max
 // parallelism, and the target's result names it (RestoredParallelism); a
-// savepoint without keyed state has nothing to restore (Skipped).
+// savepoint without keyed state has nothing to restore (Skipped). Keyed
+// state a Restorer cannot restore (state only in a changelog handle's
+// change log; a state whose serializer snapshot could not be read and that
+// the engine cannot hold) is listed in SkippedStates and left out of the
+// comparison on both sides; when that is all of it, the target and the
+// report are Unsupported: valid input of which nothing was verified.
 //
 // A group digest holds the number of entries, the sum of multiset counts
 // (the Integer values of MapState<RowData, Integer> join records) and of

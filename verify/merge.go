@@ -2,6 +2,7 @@ package verify
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/sfstate/sfstate/savepoint"
@@ -80,6 +81,13 @@ func Merge(rs []*Report) (*Report, error) {
 			if t.Skipped != "" {
 				a.tr.Skipped = t.Skipped
 			}
+			// A shard restores the same operators as every other.
+			a.tr.Unsupported = t.Unsupported
+			for _, x := range t.SkippedStates {
+				if !slices.Contains(a.tr.SkippedStates, x) {
+					a.tr.SkippedStates = append(a.tr.SkippedStates, x)
+				}
+			}
 			if t.Error != "" {
 				a.tr.Error = appendLine(a.tr.Error, fmt.Sprintf("shard %s: %s", r.Shard, t.Error))
 			}
@@ -119,7 +127,7 @@ func Merge(rs []*Report) (*Report, error) {
 				want = want.Live
 			}
 			tr.Digest = a.digest
-			tr.Differences = Compare(without(want, tr.OperatorErrors), a.digest)
+			tr.Differences = Compare(without(want, tr.OperatorErrors, tr.SkippedStates), without(a.digest, nil, tr.SkippedStates))
 			for i := range tr.Differences {
 				tr.Differences[i].Samples = a.samples[tr.Differences[i].GroupKey]
 			}

@@ -73,6 +73,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if t.Skipped != "" {
 			fmt.Fprintf(w, "NOTE %s: not restored: %s\n", t.Name, t.Skipped)
 		}
+		if !t.Unsupported {
+			// (Skipped already lists them.)
+			for _, x := range t.SkippedStates {
+				fmt.Fprintf(w, "NOTE %s: not restored, left out of the comparison on both sides: %s\n", t.Name, x)
+			}
+		}
 		for _, id := range sortedKeys(t.RestoredParallelism) {
 			fmt.Fprintf(w, "NOTE %s: operator %s restored at parallelism %d (its max parallelism)\n", t.Name, id, t.RestoredParallelism[id])
 		}
@@ -96,6 +102,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 	}
 	verdict := "OK: every target equals the source"
+	if r.Unsupported {
+		verdict = "NOT VERIFIED: the keyed state cannot be restored (see the notes)"
+	}
 	if !r.OK {
 		verdict = fmt.Sprintf("FAILED: %d failures", len(r.Failures()))
 	}
@@ -124,6 +133,9 @@ func (t *TargetResult) status(op, st string) string {
 		}
 	}
 	s := "ok"
+	if t.SkippedStates.skips(GroupKey{Operator: op, State: st}) {
+		s = "skipped"
+	}
 	if n > 0 {
 		s = fmt.Sprintf("FAIL(%d kg)", n)
 	}
@@ -139,6 +151,7 @@ type junitSuites struct {
 	Tests    int          `xml:"tests,attr"`
 	Failures int          `xml:"failures,attr"`
 	Errors   int          `xml:"errors,attr"`
+	Skipped  int          `xml:"skipped,attr,omitempty"`
 	Suites   []junitSuite `xml:"testsuite"`
 }
 
@@ -147,6 +160,7 @@ type junitSuite struct {
 	Tests    int         `xml:"tests,attr"`
 	Failures int         `xml:"failures,attr"`
 	Errors   int         `xml:"errors,attr"`
+	Skipped  int         `xml:"skipped,attr,omitempty"`
 	Cases    []junitCase `xml:"testcase"`
 }
 
@@ -155,6 +169,7 @@ type junitCase struct {
 	Classname string        `xml:"classname,attr"`
 	Failure   *junitMessage `xml:"failure,omitempty"`
 	Error     *junitMessage `xml:"error,omitempty"`
+	Skipped   *junitMessage `xml:"skipped,omitempty"`
 	SystemOut string        `xml:"system-out,omitempty"`
 }
 
@@ -187,6 +202,7 @@ func (r *Report) JUnit() ([]byte, error) {
 	all.Suites = append(all.Suites, st)
 	for _, t := range r.Targets {
 		s := junitSuite{Name: t.Name}
+		covered := make([]bool, len(t.SkippedStates))
 		for _, os := range r.states() {
 			c := junitCase{Name: shortID(os[0]) + "/" + os[1], Classname: "verify." + t.Name}
 			var ls []string
@@ -208,6 +224,16 @@ func (r *Report) JUnit() ([]byte, error) {
 			case len(ls) > 0:
 				c.Failure = &junitMessage{Message: fmt.Sprintf("operator %s state %q differs", os[0], os[1]), Type: "difference", Body: joinLines(ls)}
 				s.Failures++
+			default:
+				for i, x := range t.SkippedStates {
+					if x.Operator == os[0] && (x.State == "" || x.State == os[1]) {
+						covered[i] = true
+						if c.Skipped == nil {
+							c.Skipped = &junitMessage{Message: x.Reason, Type: "not restored"}
+							s.Skipped++
+						}
+					}
+				}
 			}
 			if r.Digest != nil {
 				tot := r.Digest.Total(os[0], os[1])
@@ -219,12 +245,28 @@ func (r *Report) JUnit() ([]byte, error) {
 			s.Cases = append(s.Cases, c)
 			s.Tests++
 		}
+		// Skipped state the source digest lists no row for (an operator
+		// whose state is only in a change log).
+		for i, x := range t.SkippedStates {
+			if covered[i] {
+				continue
+			}
+			name := x.State
+			if name == "" {
+				name = "*"
+			}
+			s.Cases = append(s.Cases, junitCase{Name: shortID(x.Operator) + "/" + name, Classname: "verify." + t.Name,
+				Skipped: &junitMessage{Message: x.Reason, Type: "not restored"}, SystemOut: x.String()})
+			s.Tests++
+			s.Skipped++
+		}
 		all.Suites = append(all.Suites, s)
 	}
 	for _, s := range all.Suites {
 		all.Tests += s.Tests
 		all.Failures += s.Failures
 		all.Errors += s.Errors
+		all.Skipped += s.Skipped
 	}
 	b, err := xml.MarshalIndent(all, "", "  ")
 	if err != nil {

@@ -146,9 +146,24 @@ func Run(ctx context.Context, src *savepoint.Savepoint, o Options) (*Report, err
 		logf("restoring into %s", t.Name())
 		sp, cleanup, err := o.Restorer.Restore(ctx, src, t, RestoreOptions{TTL: o.TTL, Shard: o.Shard, TempDir: o.TempDir})
 		var oe OperatorErrors
+		var ss SkippedStates
 		if errors.As(err, &oe) {
 			tr.OperatorErrors = oe
+		}
+		if errors.As(err, &ss) {
+			tr.SkippedStates = ss
+		}
+		if oe != nil || ss != nil {
 			err = nil
+		}
+		if err == nil && sp == nil && len(ss) > 0 && len(oe) == 0 {
+			// Nothing restorable: every keyed state was skipped.
+			tr.Skipped, tr.Unsupported = ss.summary(), true
+			r.Targets = append(r.Targets, tr)
+			if cleanup != nil {
+				cleanup()
+			}
+			continue
 		}
 		if err != nil || sp == nil {
 			if ctx.Err() != nil {
@@ -164,7 +179,7 @@ func Run(ctx context.Context, src *savepoint.Savepoint, o Options) (*Report, err
 			continue
 		}
 		tr.RestoredParallelism = restoredParallelism(t, sp)
-		r.Targets = append(r.Targets, compareTarget(ctx, o, tr, src, sp, without(want, oe), true))
+		r.Targets = append(r.Targets, compareTarget(ctx, o, tr, src, sp, without(want, oe, ss), true))
 		cleanup()
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -201,6 +216,71 @@ func (e OperatorErrors) Error() string {
 	return strings.Join(ls, "; ")
 }
 
+// SkippedState is keyed state that a Restorer leaves out on purpose
+// because it cannot restore it (state only in a changelog handle's
+// state-change log, a state whose serializer snapshot could not be read
+// and that the engine cannot hold): its groups are left out of the
+// comparison on both sides, and the report says so.
+type SkippedState struct {
+	Operator string `json:"operator"`
+	// State is "" for all keyed state of the operator.
+	State  string `json:"state,omitempty"`
+	Reason string `json:"reason"`
+}
+
+func (s SkippedState) String() string {
+	if s.State == "" {
+		return fmt.Sprintf("operator %s: %s", s.Operator, s.Reason)
+	}
+	return fmt.Sprintf("operator %s state %q: %s", s.Operator, s.State, s.Reason)
+}
+
+// SkippedStates is returned by a Restorer, alone or joined with
+// OperatorErrors (errors.Join) and together with the restored savepoint of
+// the rest (nil when nothing was restored), for keyed state it left out.
+// A target whose every keyed state was left out is Unsupported.
+type SkippedStates []SkippedState
+
+func (s SkippedStates) Error() string {
+	ls := make([]string, len(s))
+	for i, x := range s {
+		ls[i] = x.String()
+	}
+	return strings.Join(ls, "; ")
+}
+
+// skips reports whether the group of k is left out.
+func (s SkippedStates) skips(k GroupKey) bool {
+	for _, x := range s {
+		if x.Operator == k.Operator && (x.State == "" || x.State == k.State) {
+			return true
+		}
+	}
+	return false
+}
+
+// summary says why nothing was restored: each distinct reason with the
+// operators (short ids) and states it applies to.
+func (s SkippedStates) summary() string {
+	var reasons []string
+	what := map[string][]string{}
+	for _, x := range s {
+		if _, ok := what[x.Reason]; !ok {
+			reasons = append(reasons, x.Reason)
+		}
+		w := "operator " + shortID(x.Operator)
+		if x.State != "" {
+			w += fmt.Sprintf(" state %q", x.State)
+		}
+		what[x.Reason] = append(what[x.Reason], w)
+	}
+	out := make([]string, len(reasons))
+	for i, r := range reasons {
+		out[i] = fmt.Sprintf("%s (%s)", r, strings.Join(what[r], ", "))
+	}
+	return strings.Join(out, "; ")
+}
+
 // restoredParallelism lists the operators of the restored snapshot whose
 // parallelism is not the target's (restored at their max parallelism).
 func restoredParallelism(t Target, restored *savepoint.Savepoint) map[string]int {
@@ -219,15 +299,16 @@ func restoredParallelism(t Target, restored *savepoint.Savepoint) map[string]int
 	return out
 }
 
-// without returns d without the groups of the given operators.
-func without(d *Digest, ops OperatorErrors) *Digest {
-	if len(ops) == 0 {
+// without returns d without the groups of the given operators and of the
+// skipped states.
+func without(d *Digest, ops OperatorErrors, ss SkippedStates) *Digest {
+	if len(ops) == 0 && len(ss) == 0 {
 		return d
 	}
 	out := NewDigest()
 	out.Operators = d.Operators
 	for k, g := range d.Groups {
-		if _, skip := ops[k.Operator]; !skip {
+		if _, skip := ops[k.Operator]; !skip && !ss.skips(k) {
 			out.Groups[k] = g
 		}
 	}
@@ -243,7 +324,8 @@ func compareTarget(ctx context.Context, o Options, tr TargetResult, src, dst *sa
 		return tr
 	}
 	tr.Digest = got
-	diffs := Compare(want, got)
+	// Skipped states are left out on both sides.
+	diffs := Compare(want, without(got, nil, tr.SkippedStates))
 	if len(diffs) > o.MaxDifferences {
 		tr.MoreDifferences = len(diffs) - o.MaxDifferences
 		diffs = diffs[:o.MaxDifferences]
@@ -284,8 +366,15 @@ type TargetResult struct {
 	Parallelism int    `json:"parallelism,omitempty"`
 	Error       string `json:"error,omitempty"`
 	// Skipped says why nothing was restored (a savepoint without keyed
-	// state); the target then passes.
+	// state, or keyed state that cannot be restored: Unsupported); the
+	// target then passes.
 	Skipped string `json:"skipped,omitempty"`
+	// Unsupported: nothing was restored because every keyed state of the
+	// savepoint was skipped (SkippedStates say why); nothing was verified.
+	Unsupported bool `json:"unsupported,omitempty"`
+	// SkippedStates were not restored and are left out of the comparison
+	// on both sides.
+	SkippedStates SkippedStates `json:"skippedStates,omitempty"`
 	// RestoredParallelism names the operators (by id) restored at another
 	// parallelism than the target's: min(target, max parallelism).
 	RestoredParallelism map[string]int `json:"restoredParallelism,omitempty"`
@@ -316,15 +405,31 @@ type Report struct {
 	Digest      *Digest        `json:"digest,omitempty"`
 	Targets     []TargetResult `json:"targets"`
 	OK          bool           `json:"ok"`
+	// Unsupported: there were targets, and none of them restored anything
+	// because the savepoint's keyed state cannot be restored (see the
+	// targets' SkippedStates): the savepoint is valid, but nothing was
+	// verified beyond the source's structure.
+	Unsupported bool `json:"unsupported,omitempty"`
 }
 
 func (r *Report) finish() {
 	r.OK = r.SourceError == "" && (r.Check == nil || len(r.Check.Problems) == 0)
+	r.Unsupported = false
+	restoring := 0
+	unsupported := 0
 	for i := range r.Targets {
-		if !r.Targets[i].OK() {
+		t := &r.Targets[i]
+		if !t.OK() {
 			r.OK = false
 		}
+		if t.Backend != "" {
+			restoring++
+			if t.Unsupported {
+				unsupported++
+			}
+		}
 	}
+	r.Unsupported = restoring > 0 && unsupported == restoring
 	if r.Targets == nil {
 		r.Targets = []TargetResult{}
 	}

@@ -23,7 +23,13 @@
 // Import restores a canonical savepoint (written by Export or by Flink,
 // any state backend; tag-7 handles, or tag-3/12 handles whose layout the
 // savepoint reader finds canonical, as in Flink 1.11 savepoints and RocksDB
-// full checkpoints: savepoint.Savepoint.KeyedLayout) into new backends at any parallelism: subtask j of P
+// full checkpoints: savepoint.Savepoint.KeyedLayout; also the heap
+// backend's own key-group layout of hashmap checkpoints, NATIVE hashmap
+// savepoints and pre-1.13 heap savepoints, which the reader hands out as the
+// same canonical entries; and the materialized handles of changelog
+// handles, whose logged state changes are not applied: a changelog handle
+// without materialized state is reported in ImportResult.SkippedStates)
+// into new backends at any parallelism: subtask j of P
 // gets Flink's key-group range, and reads from each old stream only the
 // key groups of that range, by range reads at the offsets recorded in the
 // handle (as Flink's StateAssignmentOperation does). Every stream header is
@@ -53,7 +59,13 @@
 // priority-queue states are carried as raw elements too (key-group prefix
 // stripped). NULL user values of a typed (row or primitive) map fail the
 // import, and so do key and namespace serializers without a typed mapping
-// (up front).
+// (up front). Headers are parsed up to the first key-group offset, so
+// serializer snapshots of unknown classes are stepped over as the reader
+// does (keyed.ParseHeaderWithin); such partial states import as raw bytes
+// (a LIST as its whole ','-joined list, a MAP with raw user keys and
+// values), or, with ImportOptions.SkipUnsupported, are skipped and listed
+// when they have no mapping (an unreadable key serializer skips the
+// operator).
 // Non-keyed operator state is not imported (Import reports what it skipped
 // in ImportResult.Skipped).
 //

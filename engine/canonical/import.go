@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"sort"
 	"sync"
@@ -59,6 +58,24 @@ type ImportOptions struct {
 	BatchSize int
 	// ReadAhead is the range-read buffer per stream (0 = default).
 	ReadAhead int
+	// SkipUnsupported leaves out, instead of failing the import, state
+	// that cannot be restored: a partial state (one of its serializer
+	// snapshots could not be read; keyed.StateMeta.Partial) without a
+	// mapping, or an operator whose key serializer could not be read.
+	// ImportResult.SkippedStates lists them.
+	SkipUnsupported bool
+	// KeyGroups, when set, restores only the key groups from..to
+	// (inclusive) it gives for an operator's max parallelism; the others
+	// stay empty and their blocks are not read.
+	KeyGroups func(maxParallelism int) (from, to int)
+}
+
+// SkippedState is keyed state that Import did not restore, with the
+// reason: one state, or (State "") all keyed state of the operator.
+type SkippedState struct {
+	Operator savepoint.OperatorID
+	State    string
+	Reason   string
 }
 
 // ImportedSubtask is one restored subtask.
@@ -83,9 +100,14 @@ type ImportedOperator struct {
 type ImportResult struct {
 	Operators []ImportedOperator
 	// Skipped describes state that was not imported (operator state,
-	// operators without keyed state).
+	// operators without keyed state, state changes of a changelog handle).
 	Skipped []string
-	Stats   Stats
+	// SkippedStates lists the keyed state that exists in the savepoint but
+	// was not restored: state only in a changelog handle's state-change
+	// log (nothing materialized), and, with SkipUnsupported, states that
+	// cannot be restored. Skipped has a line for each too.
+	SkippedStates []SkippedState
+	Stats         Stats
 }
 
 // Close closes every backend of the result.
@@ -107,12 +129,15 @@ type importFile struct {
 	obj    *savepoint.Object
 	header *keyed.Header
 	name   string
+	// heap: the stream holds the heap backend's key-group layout, which
+	// the reader hands out as canonical entries (keyed.ReadOptions.Heap).
+	heap bool
 	// stateMap maps the file's state ids to schema states (and join side).
 	stateMap []stateRef
 }
 
 type stateRef struct {
-	idx  int
+	idx  int // -1: a skipped state (entries dropped)
 	side uint8
 }
 
@@ -248,6 +273,7 @@ func Import(ctx context.Context, sp *savepoint.Savepoint, factory BackendFactory
 // its schema. It returns nil for operators without keyed state.
 func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.OperatorState, o ImportOptions, res *ImportResult) (*importPlan, error) {
 	p := &importPlan{op: op}
+	changelogOnly := false
 	for _, st := range op.Subtasks {
 		if st.ManagedOperator != nil && len(st.ManagedOperator.States) > 0 {
 			names := ""
@@ -265,30 +291,28 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 		if st.ManagedKeyed == nil {
 			continue
 		}
-		// The layout decision is the savepoint reader's: tag 7, or tag
-		// 3/12 of a canonical savepoint, or (checkpoints, V3 files such as
-		// Flink 1.11 savepoints) whatever the first key group shows.
-		layout, err := sp.KeyedLayout(ctx, st.ManagedKeyed, int(op.MaxParallelism))
-		if err != nil {
-			return nil, err
+		mat := savepoint.MaterializedKeyed(st.ManagedKeyed)
+		if ch, ok := st.ManagedKeyed.(*savepoint.ChangelogHandle); ok {
+			switch {
+			case len(mat) == 0:
+				changelogOnly = true
+				res.Skipped = append(res.Skipped, fmt.Sprintf("operator %s subtask %d: %s", op.ID, st.Index, NoteChangelogOnly))
+			case changelogHasChanges(ch):
+				res.Skipped = append(res.Skipped, fmt.Sprintf("operator %s subtask %d: the state changes logged after materialization %d are not applied (the materialized state is restored)", op.ID, st.Index, ch.MaterializationID))
+			}
 		}
-		h, ok := st.ManagedKeyed.(*savepoint.KeyGroupsHandle)
-		if !ok || layout != savepoint.LayoutCanonical {
-			return nil, fmt.Errorf("%w: %s: operator %s subtask %d: keyed handle tag %d holds the %s layout", savepoint.ErrNativeLayout, sp.Name(), op.ID, st.Index, st.ManagedKeyed.HandleTag(), layout)
+		for _, kh := range mat {
+			f, err := openImportFile(ctx, sp, op, st, kh, o)
+			if err != nil {
+				return nil, err
+			}
+			p.files = append(p.files, f)
 		}
-		obj, err := sp.OpenStream(ctx, h.Delegate, o.ReadAhead)
-		if err != nil {
-			return nil, err
-		}
-		name := obj.Loc.Name
-		hdr, _, err := keyed.ReadHeader(io.NewSectionReader(obj, 0, obj.Size()), name)
-		if err != nil {
-			return nil, err
-		}
-		p.files = append(p.files, &importFile{handle: h, obj: obj, header: hdr, name: name})
 	}
 	if len(p.files) == 0 {
-		if len(op.Subtasks) > 0 {
+		if changelogOnly {
+			res.SkippedStates = append(res.SkippedStates, SkippedState{Operator: op.ID, Reason: NoteChangelogOnly})
+		} else if len(op.Subtasks) > 0 {
 			res.Skipped = append(res.Skipped, fmt.Sprintf("operator %s: no keyed state", op.ID))
 		}
 		return nil, nil
@@ -298,10 +322,17 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 	byName := map[string]int{}
 	outer := map[string]bool{} // outer join sides (multisets with association counts)
 	var sigs []string
+	skipped := map[string]bool{} // partial states left out (SkipUnsupported)
 	for fi, f := range p.files {
 		where := fmt.Sprintf("%s: operator %s", f.name, op.ID)
 		kt, err := typeOf(f.header.KeySerializer, "key")
 		if err != nil {
+			if o.SkipUnsupported && f.header.KeyPartial != "" {
+				why := fmt.Sprintf("the key serializer could not be read: %s", f.header.KeyPartial)
+				res.Skipped = append(res.Skipped, fmt.Sprintf("operator %s: keyed state not restored: %s", op.ID, why))
+				res.SkippedStates = append(res.SkippedStates, SkippedState{Operator: op.ID, Reason: why})
+				return nil, nil
+			}
 			return nil, fmt.Errorf("%w: %s: key serializer: %v", ErrUnsupported, where, err)
 		}
 		if fi == 0 {
@@ -311,6 +342,10 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 		}
 		f.stateMap = make([]stateRef, len(f.header.States))
 		for i, m := range f.header.States {
+			if skipped[m.Name] {
+				f.stateMap[i] = stateRef{idx: -1}
+				continue
+			}
 			if idx, ok := byName[m.Name]; ok {
 				if sigs[idx] != metaSig(m) {
 					return nil, fmt.Errorf("%w: %s: state %q has other serializers than in the operator's other streams", ErrUnsupported, where, m.Name)
@@ -320,6 +355,14 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 			}
 			ss, err := stateOf(m, o)
 			if err != nil {
+				if o.SkipUnsupported && m.Partial != "" {
+					why := fmt.Sprintf("%v (%s)", err, m.Partial)
+					res.Skipped = append(res.Skipped, fmt.Sprintf("operator %s: state %q not restored: %s", op.ID, m.Name, why))
+					res.SkippedStates = append(res.SkippedStates, SkippedState{Operator: op.ID, State: m.Name, Reason: why})
+					skipped[m.Name] = true
+					f.stateMap[i] = stateRef{idx: -1}
+					continue
+				}
 				return nil, fmt.Errorf("%w: %s state %q: %v", ErrUnsupported, where, m.Name, err)
 			}
 			if o.JoinRecords != "" && outerJoinSide(m, o) {
@@ -359,6 +402,48 @@ func planOperator(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.Op
 	}
 	p.schema = s
 	return p, nil
+}
+
+// NoteChangelogOnly says why the keyed state of a changelog handle without
+// materialized state is not restored: Import does not apply state-change
+// logs.
+const NoteChangelogOnly = "state only in the change log (not applied)"
+
+// changelogHasChanges reports whether h logs state changes (inline or in
+// change-log files).
+func changelogHasChanges(h *savepoint.ChangelogHandle) bool {
+	for _, l := range h.NonMaterialized {
+		if l != nil && (len(l.Changes) > 0 || len(l.Streams) > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// openImportFile opens the stream of one keyed handle of subtask st and
+// reads its header. The layout decision is the savepoint reader's
+// (Savepoint.KeyedLayout: tag 7, or tag 3/12 of a canonical or native
+// savepoint, or, for checkpoints and V3 files such as Flink 1.11
+// savepoints, whatever the first key group shows); canonical and
+// heap-layout streams are read, the latter through the reader's heap mode,
+// which hands out the same canonical entries. The header is parsed up to
+// the handle's first key-group offset, so that serializer snapshots of
+// unknown classes are stepped over as the reader does (their states are
+// partial).
+func openImportFile(ctx context.Context, sp *savepoint.Savepoint, op *savepoint.OperatorState, st *savepoint.SubtaskState, kh savepoint.KeyedHandle, o ImportOptions) (*importFile, error) {
+	layout, err := sp.KeyedLayout(ctx, kh, int(op.MaxParallelism))
+	if err != nil {
+		return nil, err
+	}
+	h, ok := kh.(*savepoint.KeyGroupsHandle)
+	if !ok || (layout != savepoint.LayoutCanonical && layout != savepoint.LayoutNativeHeap) {
+		return nil, fmt.Errorf("%w: %s: operator %s subtask %d: keyed handle tag %d holds the %s layout", savepoint.ErrNativeLayout, sp.Name(), op.ID, st.Index, kh.HandleTag(), layout)
+	}
+	obj, hdr, err := sp.OpenKeyed(ctx, h, o.ReadAhead)
+	if err != nil {
+		return nil, err
+	}
+	return &importFile{handle: h, obj: obj, header: hdr, name: obj.Loc.Name, heap: layout == savepoint.LayoutNativeHeap}, nil
 }
 
 // metaSig identifies a state's kind and serializers.
@@ -439,6 +524,15 @@ func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
 			return ss, err
 		}
 	case flinkwrite.KindList:
+		if m.Element == nil && m.Partial != "" && !m.TTL {
+			// The list serializer's snapshot could not be read (partial
+			// state): Flink's ','-joined list is kept whole as one raw
+			// engine element (see stateCodec.rawLen), under the kept
+			// snapshot.
+			ss.Kind = engine.KindList
+			ss.Value = engine.Type{Kind: engine.TypeRaw, Snapshot: rawSnap(m.Value)}
+			break
+		}
 		if m.Element == nil {
 			return ss, errors.New("list state without element serializer")
 		}
@@ -452,6 +546,14 @@ func stateOf(m *keyed.StateMeta, o ImportOptions) (engine.StateSchema, error) {
 			return ss, fmt.Errorf("list element serializer %s", m.Element.Class)
 		}
 	case flinkwrite.KindMap:
+		if (m.UserKey == nil || m.UserValue == nil) && m.Partial != "" && !m.TTL {
+			// The map serializer's snapshot could not be read (partial
+			// state): user keys and user values (NULL flag included) are
+			// kept as raw bytes, which the entry format delimits.
+			raw := engine.Type{Kind: engine.TypeRaw, Snapshot: rawSnap(m.Value)}
+			ss.Kind, ss.UserKey, ss.Value = engine.KindMap, raw, raw
+			break
+		}
 		if m.UserKey == nil || m.UserValue == nil {
 			return ss, errors.New("map state without user key/value serializers")
 		}
@@ -625,11 +727,12 @@ func (p *importPlan) clone(ctx context.Context, sp *savepoint.Savepoint, o Impor
 		if err != nil {
 			return nil, err
 		}
-		hdr, _, err := keyed.ParseHeader(f.header.Raw, f.name)
+		// The header as first read ends exactly where its bytes do.
+		hdr, _, err := keyed.ParseHeaderWithin(f.header.Raw, f.name, len(f.header.Raw))
 		if err != nil {
 			return nil, err
 		}
-		c.files = append(c.files, &importFile{handle: f.handle, obj: obj, header: hdr, name: f.name, stateMap: f.stateMap})
+		c.files = append(c.files, &importFile{handle: f.handle, obj: obj, header: hdr, name: f.name, heap: f.heap, stateMap: f.stateMap})
 	}
 	for i, ss := range p.schema.States {
 		var err error
@@ -657,7 +760,11 @@ func (p *importPlan) restore(ctx context.Context, be engine.Backend, r keygroups
 	for _, f := range p.files {
 		start, end := f.handle.KeyGroupRange()
 		lo, hi := max(start, r.Start), min(end, r.End)
-		ropts := keyed.ReadOptions{MaxParallelism: layout.MaxParallelism, Mode: keyed.ModeSplit}
+		if o.KeyGroups != nil {
+			from, to := o.KeyGroups(layout.MaxParallelism)
+			lo, hi = max(lo, from), min(hi, to)
+		}
+		ropts := keyed.ReadOptions{MaxParallelism: layout.MaxParallelism, Mode: keyed.ModeSplit, Heap: f.heap}
 		for kg := lo; kg <= hi; kg++ {
 			off := f.handle.Offset(kg)
 			if off == 0 {
@@ -671,6 +778,9 @@ func (p *importPlan) restore(ctx context.Context, be engine.Backend, r keygroups
 					return fmt.Errorf("%s: key group %d: state id %d out of range", f.name, kg, e.State.ID)
 				}
 				ref := f.stateMap[e.State.ID]
+				if ref.idx < 0 {
+					return nil // a skipped state
+				}
 				sid := ref.idx
 				var err error
 				if jc := p.joins[sid]; jc != nil {
@@ -786,7 +896,9 @@ func foldJoin(s *engine.Schema, files []*importFile, o ImportOptions, outer map[
 	s.States = out
 	for _, f := range files {
 		for j, r := range f.stateMap {
-			f.stateMap[j] = remap[r.idx]
+			if r.idx >= 0 {
+				f.stateMap[j] = remap[r.idx]
+			}
 		}
 	}
 	return nil

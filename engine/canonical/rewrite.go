@@ -170,15 +170,13 @@ func (rw *rewriter) keyedHandle(ctx context.Context, op *savepoint.OperatorState
 	if !ok || layout != savepoint.LayoutCanonical {
 		return nil, fmt.Errorf("%w: keyed handle tag %d holds the %s layout", savepoint.ErrNativeLayout, kh.HandleTag(), layout)
 	}
-	obj, err := rw.src.OpenStream(ctx, h.Delegate, rw.o.ReadAhead)
+	// The header is parsed as the reader does (unknown serializer
+	// snapshots stepped over); it is written back as read.
+	obj, hdr, err := rw.src.OpenKeyed(ctx, h, rw.o.ReadAhead)
 	if err != nil {
 		return nil, err
 	}
 	name := obj.Loc.Name
-	hdr, _, err := keyed.ReadHeader(io.NewSectionReader(obj, 0, obj.Size()), name)
-	if err != nil {
-		return nil, err
-	}
 	f, err := os.CreateTemp(rw.o.TempDir, "sfstate-rewrite-*")
 	if err != nil {
 		return nil, err

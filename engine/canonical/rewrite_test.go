@@ -38,7 +38,6 @@ func rawEntries(t *testing.T, sp *savepoint.Savepoint) []string {
 // Snappy-compressed, metadata V3 and V4) and writing it back gives
 // byte-identical keyed streams, inline blobs and metadata.
 func TestRewriteFixtures(t *testing.T) {
-	ctx := context.Background()
 	sps := fixtureSavepoints(t)
 	dirs := map[string]string{}
 	for _, f := range fixtures.All(t) {
@@ -49,6 +48,44 @@ func TestRewriteFixtures(t *testing.T) {
 	}
 	sawCompressed := false
 	for name, sp := range sps {
+		sawCompressed = checkRewrite(t, name, dirs[name], sp) || sawCompressed
+	}
+	if !sawCompressed {
+		t.Error("no compressed fixture among the canonical fixtures")
+	}
+}
+
+// TestRewriteMoreFixtures: the canonical savepoints of the additional
+// fixtures come back byte for byte too, among them one whose state has a
+// serializer snapshot no reader knows (its header is kept as read).
+func TestRewriteMoreFixtures(t *testing.T) {
+	ctx := context.Background()
+	for _, name := range []string{"flink1.16-rocksdb-canonical-user-serializer", "sql-rocksdb-canonical-cep-match", "sql-rocksdb-canonical-async-calc"} {
+		dir := fixtures.MorePath(t, name, "savepoint")
+		sp, err := savepoint.Open(ctx, mustLocalStore(t, dir), savepoint.MetadataName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkRewrite(t, name, dir, sp)
+	}
+}
+
+func mustLocalStore(t *testing.T, dir string) s3.Storage {
+	t.Helper()
+	st, err := s3.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// checkRewrite rewrites sp (read from dir) and checks that the copy is
+// byte-identical; it reports whether sp has compressed keyed streams.
+func checkRewrite(t *testing.T, name, dir string, sp *savepoint.Savepoint) (sawCompressed bool) {
+	t.Helper()
+	ctx := context.Background()
+	dirs := map[string]string{name: dir}
+	{
 		out := t.TempDir()
 		dst, err := s3.NewLocal(out)
 		if err != nil {
@@ -56,7 +93,7 @@ func TestRewriteFixtures(t *testing.T) {
 		}
 		if _, err := Rewrite(ctx, sp, dst, RewriteOptions{Dir: "copy", TempDir: t.TempDir()}); err != nil {
 			t.Errorf("%s: rewrite: %v", name, err)
-			continue
+			return false
 		}
 		cp, err := savepoint.Open(ctx, dst, "copy/_metadata")
 		if err != nil {
@@ -109,9 +146,7 @@ func TestRewriteFixtures(t *testing.T) {
 			t.Errorf("%s: entries but no keyed stream compared", name)
 		}
 	}
-	if !sawCompressed {
-		t.Error("no compressed fixture among the canonical fixtures")
-	}
+	return sawCompressed
 }
 
 // TestRewriteCorruptCompressedBlock: a flipped byte inside a Snappy frame

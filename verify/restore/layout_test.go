@@ -4,7 +4,6 @@ package restore
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -138,13 +137,44 @@ func TestVerifyTag3Canonical(t *testing.T) {
 
 // TestVerifyTag3NativeHeap: the probe still tells the heap backend's
 // native layout apart (a tag-12 handle of a V3 file without format type):
-// the restore fails with ErrNativeLayout instead of decoding garbage.
+// the restore reads it in the heap layout, as the digest does, and the
+// result equals the unmodified NATIVE savepoint's digest.
 func TestVerifyTag3NativeHeap(t *testing.T) {
 	ctx := context.Background()
-	sp := rewriteFixture(t, "flink1.20-hashmap-NATIVE-for-contrast", asV3(savepoint.TagKeyGroupsV2))
-	_, _, err := (&Restorer{}).Restore(ctx, sp, verify.Target{Backend: "heap", Parallelism: 1}, verify.RestoreOptions{TempDir: t.TempDir()})
-	if !errors.Is(err, savepoint.ErrNativeLayout) {
-		t.Fatalf("restore of a native heap layout: %v, want ErrNativeLayout", err)
+	name := "flink1.20-hashmap-NATIVE-for-contrast"
+	sp := rewriteFixture(t, name, asV3(savepoint.TagKeyGroupsV2))
+	for _, op := range sp.Meta.Operators {
+		for _, st := range op.Subtasks {
+			if st.ManagedKeyed == nil {
+				continue
+			}
+			if l, err := sp.KeyedLayout(ctx, st.ManagedKeyed, int(op.MaxParallelism)); err != nil || l != savepoint.LayoutNativeHeap {
+				t.Fatalf("operator %s subtask %d: layout %q, %v", op.ID, st.Index, l, err)
+			}
+		}
+	}
+	r, err := verify.Run(ctx, sp, verify.Options{Targets: targets([]string{"rocksdb", "heap"}, 1, 2), Restorer: &Restorer{}, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.OK {
+		t.Fatalf("verification failed:\n%s", strings.Join(r.Failures(), "\n"))
+	}
+	orig, err := savepoint.Open(ctx, mustLocal(t, fixtures.Path(t, name)), savepoint.MetadataName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := verify.ComputeDigest(ctx, orig, verify.DigestOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want.Total("", "").Entries == 0 {
+		t.Fatal("no entries")
+	}
+	for _, tr := range r.Targets {
+		if d := verify.Compare(want, tr.Digest); len(d) != 0 {
+			t.Fatalf("%s: restored digest differs from the NATIVE savepoint's: %v", tr.Name, d[0])
+		}
 	}
 }
 

@@ -47,7 +47,9 @@ func (r *Restorer) Restore(ctx context.Context, sp *savepoint.Savepoint, t verif
 	}
 	cleanup := func() { os.RemoveAll(dir) }
 	var clock *engine.Clock
-	io := canonical.ImportOptions{Parallelism: t.Parallelism}
+	// State that cannot be restored is skipped (and reported) rather than
+	// failing its operator.
+	io := canonical.ImportOptions{Parallelism: t.Parallelism, SkipUnsupported: true}
 	if o.TTL.TTLMillis > 0 {
 		clock = engine.NewManualClock(o.TTL.NowMillis)
 		io.DefaultTTL = time.Duration(o.TTL.TTLMillis) * time.Millisecond
@@ -67,13 +69,16 @@ func (r *Restorer) Restore(ctx context.Context, sp *savepoint.Savepoint, t verif
 	}
 	src := sp
 	if !o.Shard.All() {
-		src = ShardView(sp, o.Shard)
+		// Only the shard's key groups are read (from the source's handles,
+		// whose first offsets also bound their headers).
+		io.KeyGroups = o.Shard.Range
 	}
 	// Operators are imported one by one, so state the import cannot map
 	// fails only its own operator (OperatorErrors) and the others are still
 	// verified.
 	var ops []canonical.Operator
 	failed := verify.OperatorErrors{}
+	var skipped verify.SkippedStates
 	var results []*canonical.ImportResult
 	closeAll := func() {
 		for _, res := range results {
@@ -104,6 +109,9 @@ func (r *Restorer) Restore(ctx context.Context, sp *savepoint.Savepoint, t verif
 			return nil, nil, err
 		}
 		results = append(results, res)
+		for _, x := range res.SkippedStates {
+			skipped = append(skipped, verify.SkippedState{Operator: x.Operator.String(), State: x.State, Reason: x.Reason})
+		}
 		if r.Mutate != nil && len(res.Operators) > 0 {
 			if err := r.Mutate(res); err != nil {
 				abort()
@@ -121,6 +129,9 @@ func (r *Restorer) Restore(ctx context.Context, sp *savepoint.Savepoint, t verif
 	var partial error
 	if len(failed) > 0 {
 		partial = failed
+	}
+	if len(skipped) > 0 {
+		partial = errors.Join(partial, skipped)
 	}
 	if len(ops) == 0 {
 		abort()
@@ -151,39 +162,6 @@ func operatorView(sp *savepoint.Savepoint, op *savepoint.OperatorState) *savepoi
 	v := *sp
 	md := *sp.Meta
 	md.Operators = []*savepoint.OperatorState{op}
-	v.Meta = &md
-	return &v
-}
-
-// ShardView returns a view of sp whose keyed handles cover only the shard's
-// key groups (offsets sliced), so an import reads nothing else. sp is not
-// modified.
-func ShardView(sp *savepoint.Savepoint, sh verify.Shard) *savepoint.Savepoint {
-	v := *sp
-	md := *sp.Meta
-	md.Operators = nil
-	for _, op := range sp.Meta.Operators {
-		nop := *op
-		nop.Subtasks = nil
-		from, to := sh.Range(int(op.MaxParallelism))
-		for _, st := range op.Subtasks {
-			nst := *st
-			if h, ok := st.ManagedKeyed.(*savepoint.KeyGroupsHandle); ok {
-				lo, hi := h.KeyGroupRange()
-				lo, hi = max(lo, from), min(hi, to)
-				if lo > hi {
-					nst.ManagedKeyed = nil
-				} else {
-					nh := *h
-					nh.StartKeyGroup = int32(lo)
-					nh.Offsets = h.Offsets[lo-int(h.StartKeyGroup) : hi-int(h.StartKeyGroup)+1]
-					nst.ManagedKeyed = &nh
-				}
-			}
-			nop.Subtasks = append(nop.Subtasks, &nst)
-		}
-		md.Operators = append(md.Operators, &nop)
-	}
 	v.Meta = &md
 	return &v
 }

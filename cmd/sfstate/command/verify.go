@@ -83,8 +83,14 @@ result of a migration) with SAVEPOINT. --shard i/n verifies one share of the
 key groups and --digest-out writes its report; --merge combines the shard
 reports into the final verdict.
 
+Keyed state that cannot be restored (state only in a changelog backend's
+change log, a state whose serializer cannot be read and that the engine
+cannot hold) is skipped with a note and left out of the comparison on both
+sides.
+
 Exit status: 0 everything equal, 1 differences or structural problems,
-2 usage, 3 unreadable input.`,
+2 usage, 3 unreadable input, 4 nothing could be restored (valid but
+unsupported keyed state; the notes say why).`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "backends", Value: "rocksdb,heap", Usage: "backends to restore into (rocksdb, heap; \"none\" = source only)"},
 			&cli.StringFlag{Name: "parallelism", Usage: "comma-separated parallelisms to restore at (default: the savepoint's and one more)"},
@@ -253,6 +259,9 @@ func verifyOutput(c *cli.Context, g Globals, r *verify.Report) error {
 	}
 	if !r.OK {
 		return Failf(ExitCheckFailed, "%s: verification failed (%d failures)", r.Source, len(r.Failures()))
+	}
+	if r.Unsupported {
+		return Failf(ExitUnsupported, "%s: not verified: %s", r.Source, r.Targets[0].Skipped)
 	}
 	return nil
 }

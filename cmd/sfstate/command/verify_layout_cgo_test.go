@@ -56,3 +56,27 @@ func TestVerifyTag3Savepoint(t *testing.T) {
 		t.Fatalf("verify: exit %d: %s\n%s", code, errOut, out)
 	}
 }
+
+// TestVerifyMoreLayouts: `verify` of a Flink 1.9 heap savepoint (V2
+// metadata, heap key-group layout) and of a state with an unknown
+// serializer restores and passes; a changelog checkpoint whose state is
+// only in the change log is valid but cannot be restored (exit 4, with the
+// reason).
+func TestVerifyMoreLayouts(t *testing.T) {
+	for _, c := range []struct {
+		dir  string
+		code int
+		want string
+	}{
+		{"flink1.9-heap-savepoint-metadata-v2", ExitOK, "OK: every target equals the source"},
+		{"flink1.16-rocksdb-canonical-user-serializer", ExitOK, "OK: every target equals the source"},
+		{"flink1.17-hashmap-changelog-checkpoint", ExitUnsupported, "state only in the change log (not applied)"},
+	} {
+		t.Run(c.dir, func(t *testing.T) {
+			out, errOut, code := run(t, "verify", "--backends", "rocksdb,heap", "--parallelism", "1,2", "--temp-dir", t.TempDir(), fixtures.MorePath(t, c.dir, "savepoint"))
+			if code != c.code || !strings.Contains(out+errOut, c.want) {
+				t.Fatalf("exit %d (want %d): %s\n%s", code, c.code, errOut, out)
+			}
+		})
+	}
+}
