@@ -1,0 +1,80 @@
+//go:build cgo
+
+package command
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/engine/checkpoint"
+	enginerescale "github.com/sfstate/sfstate/engine/rescale"
+	"github.com/sfstate/sfstate/migrate"
+	"github.com/sfstate/sfstate/recordstore"
+	"github.com/sfstate/sfstate/s3/s3bench"
+)
+
+// TestMigrateReportJSON: the migration report's keys are camelCase and its
+// 64-bit hashes strings (they used to be PascalCase and JSON numbers).
+func TestMigrateReportJSON(t *testing.T) {
+	src := migrate.NewDigest()
+	src.Groups[migrate.GroupID{Side: recordstore.Left, KeyGroup: 3}] = &migrate.GroupStats{Keys: 1, Rows: 2, Count: 2, Hash: 0xfedcba9876543210}
+	rep := &migrate.Report{Source: "a", Destination: "b", CheckpointID: 9, Duration: 1500 * time.Millisecond, Mode: migrate.WriteSST,
+		Operators: []migrate.OperatorReport{{ID: "op", Source: src, Migrated: src}}}
+	var b bytes.Buffer
+	if err := printMigrateReport(&b, rep, true, false); err != nil {
+		t.Fatal(err)
+	}
+	checkJSONConventions(t, "migrate", b.String())
+	for _, want := range []string{`"checkpointId": 9`, `"hash": "18364758544493064720"`, `"seconds": 1.5`, `"source": "a"`} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("migrate JSON lacks %s:\n%s", want, b.String())
+		}
+	}
+}
+
+// TestBenchReportsJSON encodes each benchmark's report shape (one row of
+// each list) the way `sfstate --json bench X` does.
+func TestBenchReportsJSON(t *testing.T) {
+	reports := map[string]any{
+		"checkpoint": &checkpoint.BenchReport{Config: checkpoint.DefaultBenchConfig(true), Rows: []checkpoint.BenchRow{{}}},
+		"storage":    &s3bench.Report{Rows: []s3bench.Row{{}}},
+		"rescale":    &enginerescale.BenchReport{Config: enginerescale.DefaultBenchConfig(true, 0), Rows: []enginerescale.BenchRow{{}}},
+		"migrate":    &migrate.BenchReport{Config: migrate.DefaultBenchConfig(true), Rows: []migrate.BenchRow{{}}},
+		"state": &engine.StateBenchResult{Workloads: []engine.WorkloadResult{{}}, Micro: []engine.MicroResult{{}},
+			Memory: []engine.MemoryResult{{}}},
+		"join": &recordstore.JoinBenchResult{Rows: []recordstore.JoinBenchRow{{}}},
+	}
+	for name, r := range reports {
+		var b bytes.Buffer
+		if err := writeJSON(&b, r); err != nil {
+			t.Fatalf("bench %s: %v", name, err)
+		}
+		checkJSONConventions(t, "bench "+name, b.String(), ".counters.requests")
+	}
+}
+
+// TestJSONOutputsCgo: the engine-backed commands' --json.
+func TestJSONOutputsCgo(t *testing.T) {
+	native := copyFixture(t, "flink1.20-rocksdb-NATIVE-incremental-for-contrast")
+	sp := copyFixture(t, "flink1.20-rocksdb-canonical-valuestate-timers")
+	cases := [][]string{
+		{"inspect", "--deep", native},
+		{"verify", "--backends", "heap", "--parallelism", "0", sp},
+		{"migrate", sp, t.TempDir() + "/dst"},
+	}
+	for _, args := range cases {
+		o, e, code := run(t, append([]string{"--json"}, args...)...)
+		if code != ExitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, e)
+		}
+		checkJSONConventions(t, strings.Join(args[:2], " "), o)
+	}
+	// The global --json reaches bench subcommands that once had their own.
+	_, e, code := run(t, "bench", "rescale", "--json", "--scale", "9")
+	if code != ExitUsage || !strings.Contains(e, "--scale") {
+		t.Fatalf("bench rescale --json --scale 9: exit %d: %s", code, e)
+	}
+}

@@ -1,0 +1,152 @@
+package command
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/big"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+var camelRE = regexp.MustCompile(`^[a-z][a-zA-Z0-9]*$`)
+
+// checkJSONConventions decodes out (one document or JSON lines) and fails
+// on a key that is not camelCase or a number beyond 2^53. dataKeys are
+// paths of objects whose keys are data (names), not field names.
+func checkJSONConventions(t *testing.T, what, out string, dataKeys ...string) {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.UseNumber()
+	docs := 0
+	for dec.More() {
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			t.Fatalf("%s: not JSON: %v\n%s", what, err, out)
+		}
+		docs++
+		var walk func(path string, v any)
+		walk = func(path string, v any) {
+			switch x := v.(type) {
+			case map[string]any:
+				data := false
+				for _, d := range dataKeys {
+					data = data || d == path
+				}
+				for k, c := range x {
+					if !data && !camelRE.MatchString(k) {
+						t.Errorf("%s: key %q at %s is not camelCase", what, k, path)
+					}
+					walk(path+"."+k, c)
+				}
+			case []any:
+				for _, c := range x {
+					walk(path+"[]", c)
+				}
+			case json.Number:
+				if n, ok := new(big.Int).SetString(x.String(), 10); ok && n.CmpAbs(big.NewInt(1<<53)) > 0 {
+					t.Errorf("%s: number %s at %s exceeds 2^53 (write it as a string)", what, x, path)
+				}
+				if strings.HasSuffix(path, "hash") || strings.HasSuffix(path, "Hash") {
+					t.Errorf("%s: hash %s at %s is a number, not a string", what, x, path)
+				}
+			}
+		}
+		walk("", v)
+	}
+	if docs == 0 {
+		t.Fatalf("%s: no JSON output", what)
+	}
+}
+
+func TestNormalizeJSON(t *testing.T) {
+	in := struct {
+		Source       string
+		CheckpointID int64
+		CPUSeconds   float64
+		BytesRatio   float64 `json:"bytes_ratio"`
+		Hash         uint64
+		RowHash      uint64 `json:"rowHash"`
+		Big          int64  `json:"big"`
+		Small        int64  `json:"small"`
+		Names        map[string]int
+		Nested       []struct{ MiBps float64 }
+	}{Source: "s", CheckpointID: 7, CPUSeconds: 1.5, BytesRatio: 0.5, Hash: 1<<63 + 5, RowHash: 3, Big: -(1<<53 + 1), Small: 1 << 53,
+		Names: map[string]int{"left-records": 1}, Nested: []struct{ MiBps float64 }{{2}}}
+	var b bytes.Buffer
+	if err := writeJSON(&b, in); err != nil {
+		t.Fatal(err)
+	}
+	want := `{
+  "source": "s",
+  "checkpointId": 7,
+  "cpuSeconds": 1.5,
+  "bytesRatio": 0.5,
+  "hash": "9223372036854775813",
+  "rowHash": "3",
+  "big": "-9007199254740993",
+  "small": 9007199254740992,
+  "names": {
+    "left-records": 1
+  },
+  "nested": [
+    {
+      "miBps": 2
+    }
+  ]
+}
+`
+	if b.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", b.String(), want)
+	}
+	checkJSONConventions(t, "normalized", b.String(), ".names")
+	for in, want := range map[string]string{"ID": "id", "CheckpointID": "checkpointId", "sfstate_copy_s": "sfstateCopyS",
+		"blob_size": "blobSize", "keyGroup": "keyGroup", "URL": "url", "HTTPStatus": "httpStatus"} {
+		if got := camelKey(in); got != want {
+			t.Errorf("camelKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestJSONOutputs runs the commands that read fixtures with --json and
+// checks the conventions on what they print.
+func TestJSONOutputs(t *testing.T) {
+	sp := copyFixture(t, "flink1.20-rocksdb-canonical-valuestate-timers")
+	ttl := copyFixture(t, filepath.Join("sql-rocksdb-canonical-groupagg-ttl-valuestate", "savepoint"))
+	cases := [][]string{
+		{"inspect", sp},
+		{"inspect", ttl, "--ttl", "24h"},
+		{"inspect", "--metadata-only", sp},
+		{"inspect", "--dump", "--limit", "5", ttl},
+		{"check", sp},
+		{"rescale", sp, "-p", "2", "--out", filepath.Join(t.TempDir(), "p2")},
+		{"keygroups", "assign", "-m", "128", "-p", "4", "--bytes", "1", "2"},
+		{"keygroups", "ranges", "-p", "3"},
+		{"keygroups", "plan", "-m", "128", "--from", "2", "--to", "3"},
+		{"version"},
+	}
+	for _, args := range cases {
+		name := strings.Join(args[:min(2, len(args))], " ")
+		o, e, code := run(t, append([]string{"--json"}, args...)...)
+		if code != ExitOK {
+			t.Fatalf("%v: exit %d: %s", args, code, e)
+		}
+		checkJSONConventions(t, name, o)
+		if strings.Contains(o, "nowMillis") {
+			t.Errorf("%v: volatile nowMillis without --now:\n%s", args, o)
+		}
+	}
+	// With --now the reference time is part of the answer.
+	o, e, code := run(t, "inspect", ttl, "--ttl", "24h", "--now", "2026-11-29T00:00:00Z", "--json")
+	if code != ExitOK || !strings.Contains(o, fmt.Sprintf(`"nowMillis": %d`, int64(1795910400000))) {
+		t.Fatalf("inspect --now: exit %d: %s\n%s", code, e, o)
+	}
+	// Repeated runs give identical bytes (nothing volatile).
+	a, _, _ := run(t, "--json", "inspect", ttl, "--ttl", "24h")
+	b, _, _ := run(t, "--json", "inspect", ttl, "--ttl", "24h")
+	if a != b {
+		t.Fatal("two inspect --json runs differ")
+	}
+}
