@@ -20,13 +20,15 @@ import (
 // badInputs builds one savepoint directory per input class.
 type badInputs struct {
 	missing, notSavepoint, corrupt, unsupported string
+	ok                                          string // a readable savepoint
 }
 
 func makeBadInputs(t *testing.T) badInputs {
 	t.Helper()
 	dir := t.TempDir()
 	b := badInputs{missing: filepath.Join(dir, "no-such-savepoint"), notSavepoint: filepath.Join(dir, "empty"),
-		corrupt: filepath.Join(dir, "corrupt"), unsupported: filepath.Join(dir, "unsupported")}
+		corrupt: filepath.Join(dir, "corrupt"), unsupported: filepath.Join(dir, "unsupported"),
+		ok: copyFixture(t, "flink1.20-rocksdb-canonical-valuestate-timers")}
 	for _, d := range []string{b.notSavepoint, b.corrupt, b.unsupported} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
@@ -66,6 +68,7 @@ func TestExitCodeClasses(t *testing.T) {
 		{"unsupported version", []string{"inspect", b.unsupported}, ExitUnsupported, "unsupported metadata version 99"},
 		{"unsupported version check", []string{"check", b.unsupported}, ExitUnsupported, "unsupported metadata version 99"},
 		{"bad s3 url", []string{"inspect", "s3://"}, ExitUsage, ""},
+		{"html into a missing directory", []string{"inspect", "--html", "/nonexistent/r.html", b.ok}, ExitIO, "write /nonexistent/r.html: no such file or directory"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -78,6 +81,9 @@ func TestExitCodeClasses(t *testing.T) {
 			}
 			if n := strings.Count(strings.TrimSpace(e), "\n"); n != 0 {
 				t.Fatalf("error takes %d lines:\n%s", n+1, e)
+			}
+			if strings.Contains(e, ".tmp-") {
+				t.Fatalf("message names a temporary file: %s", e)
 			}
 			if strings.Count(e, "at offset") > 1 {
 				t.Fatalf("offset repeated: %s", e)

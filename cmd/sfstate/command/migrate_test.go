@@ -183,7 +183,7 @@ func TestMigrateCommandNothingToMigrate(t *testing.T) {
 	}
 	dst := filepath.Join(t.TempDir(), "dst")
 	out, errOut, code := run(t, "--json", "migrate", dir, dst)
-	if code != ExitOK || !strings.Contains(out, `"migrationNeeded":false`) {
+	if code != ExitOK || !strings.Contains(out, `"migrationNeeded": false`) {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
 	if objs, _ := os.ReadDir(dst); len(objs) != 0 {

@@ -87,7 +87,7 @@ key groups and --digest-out writes its report; --merge combines the shard
 reports into the final verdict.
 
 Exit status: 0 everything equal, 1 differences or structural problems,
-2 usage, 3 unreadable input.`,
+2 usage, 3 unreadable input, 4 unsupported input.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "backends", Value: "rocksdb,heap", Usage: "backends to restore into (rocksdb, heap; \"none\" = source only)"},
 			&cli.StringFlag{Name: "parallelism", Usage: "comma-separated parallelisms to restore at (default: the savepoint's and one more)"},
@@ -246,7 +246,7 @@ func verifyOutput(c *cli.Context, g Globals, r *verify.Report) error {
 	}
 	w := c.App.Writer
 	if g.JSON {
-		if err := writeNormalized(w, r.WriteJSON); err != nil {
+		if err := r.WriteJSON(w); err != nil {
 			return Fail(ExitIO, err)
 		}
 	} else if !g.Quiet || !r.OK {

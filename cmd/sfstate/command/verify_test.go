@@ -53,8 +53,8 @@ func TestVerifySourceOnlyJSONAndJUnit(t *testing.T) {
 }
 
 func TestVerifyExitCodes(t *testing.T) {
-	if _, _, code := run(t, "verify", "--backends", "none", fixtures.Path(t, "flink1.20-hashmap-NATIVE-for-contrast")); code != ExitIO {
-		t.Fatalf("native savepoint: exit %d, want %d", code, ExitIO)
+	if _, _, code := run(t, "verify", "--backends", "none", fixtures.Path(t, "flink1.20-hashmap-NATIVE-for-contrast")); code != ExitUnsupported {
+		t.Fatalf("native savepoint: exit %d, want %d", code, ExitUnsupported)
 	}
 	if _, _, code := run(t, "verify", "--backends", "none", filepath.Join(t.TempDir(), "missing")); code != ExitIO {
 		t.Fatalf("missing savepoint: exit %d", code)
