@@ -117,6 +117,7 @@ var (
 	offsetRE   = regexp.MustCompile(`at offset (\d+): `)
 	atoiRE     = regexp.MustCompile(`strconv\.Parse(?:Int|Uint|Float|Bool)?: parsing "([^"]*)": (invalid syntax|value out of range)`)
 	atoiFullRE = regexp.MustCompile(`strconv\.Atoi: parsing "([^"]*)": (invalid syntax|value out of range)`)
+	objTwiceRE = regexp.MustCompile(`(\S+)/([^/\s:]+): (\S+): (\w+) ([^/\s:]+): `)
 	flagValRE  = regexp.MustCompile(`^invalid value "([^"]*)" for flag -{1,2}([A-Za-z0-9-]+): (.*)$`)
 )
 
@@ -174,6 +175,15 @@ func Message(err error, ec errorContext) string {
 		return s
 	})
 	msg = strings.ReplaceAll(msg, "binfmt: ", "")
+	// "DIR/_metadata: DIR: stat _metadata: ..." names one object twice.
+	msg = objTwiceRE.ReplaceAllStringFunc(msg, func(s string) string {
+		m := objTwiceRE.FindStringSubmatch(s)
+		if m[1] != m[3] || m[2] != m[5] {
+			return s
+		}
+		return m[1] + "/" + m[2] + ": " + m[4] + ": "
+	})
+	msg = strings.TrimPrefix(msg, "savepoint: ")
 	return msg
 }
 

@@ -234,6 +234,7 @@ func TestMessage(t *testing.T) {
 		{errors.New(`--key-groups "x": strconv.Atoi: parsing "x": invalid syntax`), `--key-groups "x": "x" is not a number`},
 		{errors.New(`invalid value "abc" for flag -max-problems: parse error`), `--max-problems: "abc" is not a number`},
 		{errors.New("a\nb"), "a; b"},
+		{errors.New("savepoint: s3://b/sp/_metadata: s3://b/sp: stat _metadata: HTTP 404 NotFound"), "s3://b/sp/_metadata: stat: HTTP 404 NotFound"},
 	}
 	for _, c := range cases {
 		if got := Message(c.err, errorContext{}); got != c.want {
