@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sfstate/sfstate/s3"
 	"github.com/urfave/cli/v2"
@@ -236,11 +237,38 @@ func init() {
 	}
 }
 
+// interruptGrace is how long a command may take to stop (and remove its
+// temporary files) after SIGINT/SIGTERM cancelled its context.
+const interruptGrace = 10 * time.Second
+
 // Main runs the app and returns the process exit code. SIGINT and SIGTERM
-// cancel the context commands run with; the run then exits 130.
+// cancel the context commands run with; the run then exits 130. A second
+// signal, or a command still running interruptGrace after the first, ends
+// the process at once (also 130).
 func Main(args []string, out, errOut io.Writer) int {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+		case <-time.After(interruptGrace):
+		case <-done:
+			return
+		}
+		fmt.Fprintln(errOut, "sfstate: interrupted")
+		os.Exit(ExitInterrupted)
+	}()
 	return MainContext(ctx, args, out, errOut)
 }
 

@@ -118,15 +118,7 @@ func TestDocExamples(t *testing.T) {
 	if len(examples) < 10 {
 		t.Fatalf("only %d documented command lines found", len(examples))
 	}
-	bin := os.Getenv("SFSTATE_CLI")
-	if bin == "" {
-		bin = filepath.Join(t.TempDir(), "sfstate")
-		build := exec.Command("go", "build", "-o", bin, "./cmd/sfstate")
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			t.Fatalf("go build: %v\n%s", err, out)
-		}
-	}
+	bin := cliBinary(t)
 	work := t.TempDir()
 	// Placeholders: a copy of a canonical savepoint (commands may write
 	// beside it), a native checkpoint store, a bucket-layout source.
