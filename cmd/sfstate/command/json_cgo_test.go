@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sfstate/sfstate/demo"
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/checkpoint"
 	enginerescale "github.com/sfstate/sfstate/engine/rescale"
@@ -46,6 +47,9 @@ func TestBenchReportsJSON(t *testing.T) {
 		"state": &engine.StateBenchResult{Workloads: []engine.WorkloadResult{{}}, Micro: []engine.MicroResult{{}},
 			Memory: []engine.MemoryResult{{}}},
 		"join": &recordstore.JoinBenchResult{Rows: []recordstore.JoinBenchRow{{}}},
+		// sfstate --json demo
+		"demo": &demo.Result{Workload: &demo.WorkloadStats{Elapsed: time.Second}, Migrate: &demo.MigrateFigures{Sides: []demo.SideCounts{{}}},
+			Rescale: &demo.RescaleFigures{}, Verify: []demo.Verdict{{}}, FixtureVerdict: &demo.Verdict{}, Steps: []demo.StepTime{{Name: "x", Elapsed: time.Second}}},
 	}
 	for name, r := range reports {
 		var b bytes.Buffer
@@ -53,6 +57,9 @@ func TestBenchReportsJSON(t *testing.T) {
 			t.Fatalf("bench %s: %v", name, err)
 		}
 		checkJSONConventions(t, "bench "+name, b.String(), ".counters.requests")
+		if name == "demo" && strings.Count(b.String(), `"seconds": 1`) != 2 {
+			t.Errorf("demo JSON gives durations in seconds twice (workload, step):\n%s", b.String())
+		}
 	}
 }
 
