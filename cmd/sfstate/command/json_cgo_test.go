@@ -67,18 +67,40 @@ func TestBenchReportsJSON(t *testing.T) {
 func TestJSONOutputsCgo(t *testing.T) {
 	native := copyFixture(t, "flink1.20-rocksdb-NATIVE-incremental-for-contrast")
 	sp := copyFixture(t, "flink1.20-rocksdb-canonical-valuestate-timers")
+	bucket := migrateSourceDir(t)
 	cases := [][]string{
 		{"inspect", "--deep", native},
+		{"inspect", "--deep", "--dump", "--limit", "20", native},
 		{"verify", "--backends", "heap", "--parallelism", "0", sp},
+		{"verify", "--backends", "rocksdb,heap", "--ttl", "24h", "--now", "2024-02-01T00:00:00Z", "--parallelism", "0,2", sp},
 		{"migrate", sp, t.TempDir() + "/dst"},
+		{"migrate", "--work-dir", t.TempDir(), bucket, t.TempDir() + "/dst"},
+		{"migrate", "--dry-run", bucket, t.TempDir() + "/dst"},
 	}
+	outs := map[string][]string{}
 	for _, args := range cases {
 		o, e, code := run(t, append([]string{"--json"}, args...)...)
 		if code != ExitOK {
 			t.Fatalf("%v: exit %d: %s", args, code, e)
 		}
-		checkJSONConventions(t, strings.Join(args[:2], " "), o)
+		// Decoded entries are data: Java longs keep their full range.
+		checkJSONConventions(t, strings.Join(args[:2], " "), o, ".key", ".namespace", ".userKey", ".value")
+		name := args[0]
+		switch {
+		case args[1] == "--deep" && args[2] == "--dump":
+			name = "inspect-deep-dump"
+		case args[1] == "--deep":
+			name = "inspect-deep"
+		case name == "migrate" && args[1] == sp:
+			name = "migrate-canonical"
+		}
+		outs[name] = append(outs[name], o)
 	}
+	checkSchema(t, "inspect-deep", "sfstate inspect --deep --json", outs["inspect-deep"]...)
+	checkSchema(t, "inspect-deep-dump", "sfstate inspect --deep --dump --json (one JSON object per line)", outs["inspect-deep-dump"]...)
+	checkSchema(t, "verify", "sfstate verify --json", outs["verify"]...)
+	checkSchema(t, "migrate", "sfstate migrate --json (native checkpoint)", outs["migrate"]...)
+	checkSchema(t, "migrate-canonical", "sfstate migrate --json (canonical savepoint: nothing to migrate)", outs["migrate-canonical"]...)
 	// The global --json reaches bench subcommands that once had their own.
 	_, e, code := run(t, "bench", "rescale", "--json", "--scale", "9")
 	if code != ExitUsage || !strings.Contains(e, "--scale") {

@@ -14,7 +14,8 @@ var camelRE = regexp.MustCompile(`^[a-z][a-zA-Z0-9]*$`)
 
 // checkJSONConventions decodes out (one document or JSON lines) and fails
 // on a key that is not camelCase or a number beyond 2^53. dataKeys are
-// paths of objects whose keys are data (names), not field names.
+// paths of values that are data (names as keys, decoded entries), which
+// are not checked.
 func checkJSONConventions(t *testing.T, what, out string, dataKeys ...string) {
 	t.Helper()
 	dec := json.NewDecoder(strings.NewReader(out))
@@ -28,14 +29,15 @@ func checkJSONConventions(t *testing.T, what, out string, dataKeys ...string) {
 		docs++
 		var walk func(path string, v any)
 		walk = func(path string, v any) {
+			for _, d := range dataKeys {
+				if d == path {
+					return
+				}
+			}
 			switch x := v.(type) {
 			case map[string]any:
-				data := false
-				for _, d := range dataKeys {
-					data = data || d == path
-				}
 				for k, c := range x {
-					if !data && !camelRE.MatchString(k) {
+					if !camelRE.MatchString(k) {
 						t.Errorf("%s: key %q at %s is not camelCase", what, k, path)
 					}
 					walk(path+"."+k, c)
