@@ -237,7 +237,7 @@ func checkSchema(t *testing.T, name, title string, outputs ...string) {
 
 // schemaData lists, per schema, the top-level keys whose values are data.
 var schemaData = map[string][]string{
-	"inspect-dump": {"key", "namespace", "userKey", "value"},
+	"inspect-dump":      {"key", "namespace", "userKey", "value"},
 	"inspect-deep-dump": {"key", "namespace", "userKey", "value"},
 }
 
