@@ -81,37 +81,38 @@ var Steps = []string{
 
 // Result gathers what each step produced, for callers and tests.
 type Result struct {
-	Workload *WorkloadStats
+	Workload *WorkloadStats `json:"workload"`
 	// Checkpoint (step 2).
-	CheckpointID                int64
-	CheckpointBytes             int64
-	CheckpointFiles             int
-	SavepointEntries            int64
-	SavepointBytes              int64
-	SavepointFiles              int
-	CheckpointURL, SavepointURL string
+	CheckpointID     int64  `json:"checkpointId"`
+	CheckpointBytes  int64  `json:"checkpointBytes"`
+	CheckpointFiles  int    `json:"checkpointFiles"`
+	SavepointEntries int64  `json:"savepointEntries"`
+	SavepointBytes   int64  `json:"savepointBytes"`
+	SavepointFiles   int    `json:"savepointFiles"`
+	CheckpointURL    string `json:"checkpointUrl"`
+	SavepointURL     string `json:"savepointUrl"`
 	// Report is the HTML report's local path (step 3).
-	Report string
+	Report string `json:"report"`
 	// Migrate (step 4).
-	MigratedURL string
-	Migrate     *MigrateFigures
+	MigratedURL string          `json:"migratedUrl"`
+	Migrate     *MigrateFigures `json:"migrate"`
 	// Rescale (step 5).
-	RescaledURL string
-	Rescale     *RescaleFigures
+	RescaledURL string          `json:"rescaledUrl"`
+	Rescale     *RescaleFigures `json:"rescale"`
 	// Verify (step 6): one verdict per run.
-	Verify []Verdict
+	Verify []Verdict `json:"verify"`
 	// Fixture (step 7): the Flink savepoint inspected ("" when none).
-	Fixture        string
-	FixtureVerdict *Verdict
+	Fixture        string   `json:"fixture"`
+	FixtureVerdict *Verdict `json:"fixtureVerdict"`
 	// Paths lists what was left on disk (or on S3).
-	Paths []string
-	Steps []StepTime
+	Paths []string   `json:"paths"`
+	Steps []StepTime `json:"steps"`
 }
 
 // StepTime is one step's wall time.
 type StepTime struct {
-	Name    string
-	Elapsed time.Duration
+	Name    string        `json:"name"`
+	Elapsed time.Duration `json:"-"`
 }
 
 type runner struct {
@@ -457,4 +458,22 @@ func (r *runner) indent(out []byte, max int) {
 		}
 		fmt.Fprintf(r.out, "     %s\n", l)
 	}
+}
+
+// MarshalJSON gives the step's wall time in seconds.
+func (s StepTime) MarshalJSON() ([]byte, error) {
+	type plain StepTime
+	return json.Marshal(struct {
+		plain
+		Seconds float64 `json:"seconds"`
+	}{plain(s), s.Elapsed.Seconds()})
+}
+
+// MarshalJSON gives the workload's wall time in seconds.
+func (w WorkloadStats) MarshalJSON() ([]byte, error) {
+	type plain WorkloadStats
+	return json.Marshal(struct {
+		plain
+		Seconds float64 `json:"seconds"`
+	}{plain(w), w.Elapsed.Seconds()})
 }

@@ -23,20 +23,24 @@ import (
 
 // SideCounts are one join side's totals over every key group.
 type SideCounts struct {
-	Side   string
-	Before migrate.GroupStats // bucket layout
-	After  migrate.GroupStats // record layout
+	Side   string             `json:"side"`
+	Before migrate.GroupStats `json:"before"` // bucket layout
+	After  migrate.GroupStats `json:"after"`  // record layout
 }
 
 // MigrateFigures are the counts before and after the migration.
 type MigrateFigures struct {
-	Sides                   []SideCounts
-	Buckets, Rows           int64
-	BytesIn, BytesOut       int64
-	FilesWritten, FilesRefs int
-	BytesWritten, BytesRefs int64
-	Mismatches              int
-	Untouched               []string
+	Sides        []SideCounts `json:"sides"`
+	Buckets      int64        `json:"buckets"`
+	Rows         int64        `json:"rows"`
+	BytesIn      int64        `json:"bytesIn"`
+	BytesOut     int64        `json:"bytesOut"`
+	FilesWritten int          `json:"filesWritten"`
+	FilesRefs    int          `json:"filesRefs"`
+	BytesWritten int64        `json:"bytesWritten"`
+	BytesRefs    int64        `json:"bytesRefs"`
+	Mismatches   int          `json:"mismatches"`
+	Untouched    []string     `json:"untouched"`
 }
 
 // migrateJSON is the part of `sfstate --json migrate` the demo reads.
@@ -125,15 +129,18 @@ func (r *runner) stepMigrate() error {
 // RescaleFigures are the bytes the rescale moved.
 type RescaleFigures struct {
 	// Written by `sfstate rescale` (new metadata and plan) for StateBytes.
-	Written, StateBytes int64
-	ReferencedFiles     int
+	Written         int64 `json:"written"`
+	StateBytes      int64 `json:"stateBytes"`
+	ReferencedFiles int   `json:"referencedFiles"`
 	// Planned: the SST bytes the plan fetches; Whole: what a restore that
 	// downloads every overlapping handle moves; Downloaded: what the
 	// restore through the plan fetched.
-	Planned, Whole, Downloaded int64
+	Planned    int64 `json:"planned"`
+	Whole      int64 `json:"whole"`
+	Downloaded int64 `json:"downloaded"`
 	// Checkpoint at parallelism 3 taken after the restore.
-	CheckpointURL   string
-	CheckpointBytes int64
+	CheckpointURL   string `json:"checkpointUrl"`
+	CheckpointBytes int64  `json:"checkpointBytes"`
 }
 
 func (r *runner) stepRescale() error {
@@ -216,10 +223,10 @@ func (r *runner) stepRescale() error {
 
 // Verdict is one verify run's outcome.
 type Verdict struct {
-	Target   string
-	OK       bool
+	Target   string         `json:"target"`
+	OK       bool           `json:"ok"`
 	Report   *verify.Report `json:"-"`
-	Failures []string       `json:",omitempty"`
+	Failures []string       `json:"failures,omitempty"`
 }
 
 // verifyRun runs `sfstate --json verify ARGS... TARGET`, prints its table

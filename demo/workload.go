@@ -150,13 +150,17 @@ func (g *generator) next() event {
 
 // WorkloadStats describes a workload run.
 type WorkloadStats struct {
-	Events, Auctions, Bids, Retractions int64
-	JoinOutput                          int64
-	Elapsed                             time.Duration
-	EventsPerSec                        float64
+	Events       int64         `json:"events"`
+	Auctions     int64         `json:"auctions"`
+	Bids         int64         `json:"bids"`
+	Retractions  int64         `json:"retractions"`
+	JoinOutput   int64         `json:"joinOutput"`
+	Elapsed      time.Duration `json:"-"`
+	EventsPerSec float64       `json:"eventsPerSec"`
 	// Start and End are the processing-time clock at the first and last
 	// event (epoch ms); End is the reference time for TTL checks.
-	Start, End int64
+	Start int64 `json:"startMillis"`
+	End   int64 `json:"endMillis"`
 }
 
 type subtask struct {

@@ -52,66 +52,66 @@ type StateBenchConfig struct {
 type WorkloadResult struct {
 	Name         string  `json:"name"`
 	Events       int     `json:"events"`
-	PerRecordEPS float64 `json:"per_record_eps"`
-	BundleEPS    float64 `json:"bundle_eps"`
+	PerRecordEPS float64 `json:"perRecordEps"`
+	BundleEPS    float64 `json:"bundleEps"`
 	Speedup      float64 `json:"speedup"`
 	// CPU time of the task thread only (RocksDB's background flushes and
 	// compactions excluded): robust on a loaded machine.
-	PerRecordCPUEPS float64 `json:"per_record_cpu_eps"`
-	BundleCPUEPS    float64 `json:"bundle_cpu_eps"`
-	CPUSpeedup      float64 `json:"cpu_speedup"`
+	PerRecordCPUEPS float64 `json:"perRecordCpuEps"`
+	BundleCPUEPS    float64 `json:"bundleCpuEps"`
+	CPUSpeedup      float64 `json:"cpuSpeedup"`
 	// Accesses is the state reads+writes of the per-record path; Hydrated
 	// and Writes are the bundled path's batched reads and written keys.
 	Accesses    int64   `json:"accesses"`
 	Hydrated    int64   `json:"hydrated"`
 	Writes      int64   `json:"writes"`
-	CommitP50Ms float64 `json:"commit_p50_ms"`
-	CommitP99Ms float64 `json:"commit_p99_ms"`
+	CommitP50Ms float64 `json:"commitP50Ms"`
+	CommitP99Ms float64 `json:"commitP99Ms"`
 	// BundlePeakRSS is the process's peak resident set while the bundled
 	// path alone ran the workload again (peak reset first; 0 when not
 	// measured, -1 when the kernel does not support the reset).
-	BundlePeakRSS int64 `json:"bundle_peak_rss_bytes,omitempty"`
+	BundlePeakRSS int64 `json:"bundlePeakRssBytes,omitempty"`
 }
 
 // MicroResult is one of Flink's state micro-benchmarks in ops/ms.
 type MicroResult struct {
 	Op          string  `json:"op"`
-	PerOpOpsMs  float64 `json:"per_op_ops_ms"` // same options as the engine
-	EngineOpsMs float64 `json:"engine_ops_ms"`
+	PerOpOpsMs  float64 `json:"perOpOpsMs"` // same options as the engine
+	EngineOpsMs float64 `json:"engineOpsMs"`
 	Speedup     float64 `json:"speedup"`
-	CPUSpeedup  float64 `json:"cpu_speedup"`
+	CPUSpeedup  float64 `json:"cpuSpeedup"`
 	// The per-op path on RocksDB's skip-list memtable (Flink's
 	// configuration) instead of the engine's finger memtable, and the
 	// engine's thread-CPU speed-up over it.
-	PerOpSkipListOpsMs float64 `json:"per_op_skiplist_ops_ms"`
-	SkipListCPUSpeedup float64 `json:"skiplist_cpu_speedup"`
+	PerOpSkipListOpsMs float64 `json:"perOpSkiplistOpsMs"`
+	SkipListCPUSpeedup float64 `json:"skiplistCpuSpeedup"`
 }
 
 // MemoryResult is the native memory of n operators sharing one slot after
 // the same write volume.
 type MemoryResult struct {
 	Operators        int   `json:"operators"`
-	WriteBufferSize  int64 `json:"write_buffer_size"`
-	CacheUsage       int64 `json:"block_cache_usage"`
-	CacheCapacity    int64 `json:"block_cache_capacity"`
-	MemTables        int64 `json:"cur_size_all_mem_tables"`
-	TableReadersMem  int64 `json:"estimate_table_readers_mem"`
-	WriteBufferUsage int64 `json:"write_buffer_manager_usage"`
-	WriteBufferCap   int64 `json:"write_buffer_manager_capacity"`
-	ArenaBlockSize   int64 `json:"arena_block_size"`
+	WriteBufferSize  int64 `json:"writeBufferSize"`
+	CacheUsage       int64 `json:"blockCacheUsage"`
+	CacheCapacity    int64 `json:"blockCacheCapacity"`
+	MemTables        int64 `json:"curSizeAllMemTables"`
+	TableReadersMem  int64 `json:"estimateTableReadersMem"`
+	WriteBufferUsage int64 `json:"writeBufferManagerUsage"`
+	WriteBufferCap   int64 `json:"writeBufferManagerCapacity"`
+	ArenaBlockSize   int64 `json:"arenaBlockSize"`
 	// WriteBufferShare is each family's share of the slot's write-buffer
 	// capacity; a family's write buffer is min(WriteBufferSize, share) and
 	// ArenaBlockSize one eighth of that.
-	WriteBufferShare int64 `json:"write_buffer_share"`
+	WriteBufferShare int64 `json:"writeBufferShare"`
 	// TotalNative is CacheUsage (memtables included) plus TableReadersMem.
-	TotalNative int64 `json:"total_native"`
+	TotalNative int64 `json:"totalNative"`
 }
 
 // StateBenchResult is everything `sfstate bench state` reports.
 type StateBenchResult struct {
 	Workloads      []WorkloadResult `json:"workloads"`
-	GeomeanSpeedup float64          `json:"geomean_speedup"`
-	GeomeanCPU     float64          `json:"geomean_cpu_speedup"`
+	GeomeanSpeedup float64          `json:"geomeanSpeedup"`
+	GeomeanCPU     float64          `json:"geomeanCpuSpeedup"`
 	Micro          []MicroResult    `json:"micro"`
 	Memory         []MemoryResult   `json:"memory"`
 }

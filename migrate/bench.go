@@ -22,13 +22,13 @@ import (
 type BenchConfig struct {
 	// BucketBytes is the target size of the bucket state (stored key and
 	// value bytes) of each generated checkpoint.
-	BucketBytes int64
+	BucketBytes int64 `json:"bucketBytes"`
 	// Dir holds scratch data; empty means the system temp directory.
-	Dir string
+	Dir string `json:"dir"`
 	// NoS3 skips the versitygw measurements.
-	NoS3 bool
+	NoS3 bool `json:"noS3"`
 	// Modes to measure; empty means both (SST writer + ingest, and put).
-	Modes []WriteMode
+	Modes []WriteMode `json:"modes"`
 	// Log, when set, reports progress.
 	Log func(format string, args ...any) `json:"-"`
 }

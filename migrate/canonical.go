@@ -19,22 +19,22 @@ import (
 // MaterializeReport describes a canonical savepoint materialized as native
 // checkpoints.
 type MaterializeReport struct {
-	CheckpointID int64
-	Operators    []MaterializedOperator
-	Skipped      []string
+	CheckpointID int64                  `json:"checkpointId"`
+	Operators    []MaterializedOperator `json:"operators"`
+	Skipped      []string               `json:"skipped"`
 }
 
 // MaterializedOperator is one keyed operator written as a native checkpoint.
 type MaterializedOperator struct {
-	ID          string
-	Prefix      string // key prefix of its checkpoint store inside dst
-	Parallelism int
-	States      []string
-	Entries     int64
+	ID          string   `json:"id"`
+	Prefix      string   `json:"prefix"` // key prefix of its checkpoint store inside dst
+	Parallelism int      `json:"parallelism"`
+	States      []string `json:"states"`
+	Entries     int64    `json:"entries"`
 	// Join is the digest of the operator's join state in the record layout
 	// (nil when it has none), as imported.
-	Join          *Digest
-	BytesUploaded int64
+	Join          *Digest `json:"join"`
+	BytesUploaded int64   `json:"bytesUploaded"`
 }
 
 // MaterializeCanonical imports a canonical savepoint (its join records into

@@ -82,12 +82,12 @@ type GroupID struct {
 
 // GroupStats summarize the rows of one (side, key group).
 type GroupStats struct {
-	Keys  int64  `json:"keys"`  // distinct join keys
-	Rows  int64  `json:"rows"`  // distinct rows
-	Count int64  `json:"count"` // sum of counts (wrapping)
-	Assoc int64  `json:"assoc"` // sum of association counts (wrapping)
-	Hash  uint64 `json:"hash"`  // sum of per-row hashes of (key, row, count, timestamp)
-	Bytes int64  `json:"bytes"` // key and row payload bytes
+	Keys  int64  `json:"keys"`        // distinct join keys
+	Rows  int64  `json:"rows"`        // distinct rows
+	Count int64  `json:"count"`       // sum of counts (wrapping)
+	Assoc int64  `json:"assoc"`       // sum of association counts (wrapping)
+	Hash  uint64 `json:"hash,string"` // sum of per-row hashes of (key, row, count, timestamp)
+	Bytes int64  `json:"bytes"`       // key and row payload bytes
 }
 
 func (s *GroupStats) add(o GroupStats) {

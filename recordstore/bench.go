@@ -46,13 +46,13 @@ type JoinBenchRow struct {
 	Shape         string  `json:"shape"`
 	Payload       int     `json:"payload"`
 	Inputs        int     `json:"inputs"`
-	OutputRows    int64   `json:"output_rows"`
+	OutputRows    int64   `json:"outputRows"`
 	Checksum      string  `json:"checksum"`
 	Bucket        float64 `json:"bucket"`
-	RecordNoReuse float64 `json:"record_no_reuse"`
-	Record8MiB    float64 `json:"record_8mib"`
-	Record64MiB   float64 `json:"record_64mib"`
-	RecordPool    float64 `json:"record_pool"`
+	RecordNoReuse float64 `json:"recordNoReuse"`
+	Record8MiB    float64 `json:"record8mib"`
+	Record64MiB   float64 `json:"record64mib"`
+	RecordPool    float64 `json:"recordPool"`
 	// CPU is the median process CPU seconds (user + system, RocksDB's
 	// background threads included) of the same trials: on a shared machine
 	// it is steadier than wall time.
@@ -62,10 +62,10 @@ type JoinBenchRow struct {
 // JoinBenchCPU holds per-policy median CPU seconds.
 type JoinBenchCPU struct {
 	Bucket        float64 `json:"bucket"`
-	RecordNoReuse float64 `json:"record_no_reuse"`
-	Record8MiB    float64 `json:"record_8mib"`
-	Record64MiB   float64 `json:"record_64mib"`
-	RecordPool    float64 `json:"record_pool"`
+	RecordNoReuse float64 `json:"recordNoReuse"`
+	Record8MiB    float64 `json:"record8mib"`
+	Record64MiB   float64 `json:"record64mib"`
+	RecordPool    float64 `json:"recordPool"`
 }
 
 // JoinBenchResult is the benchmark table plus the original engine's medians

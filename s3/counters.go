@@ -44,8 +44,8 @@ type Counters struct {
 
 // CounterSnapshot is a point-in-time copy of Counters, JSON-friendly.
 type CounterSnapshot struct {
-	BytesRead    int64            `json:"bytes_read"`
-	BytesWritten int64            `json:"bytes_written"`
+	BytesRead    int64            `json:"bytesRead"`
+	BytesWritten int64            `json:"bytesWritten"`
 	Requests     map[string]int64 `json:"requests"`
 	Errors       int64            `json:"errors"`
 	Retries      int64            `json:"retries"`

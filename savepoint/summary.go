@@ -1,6 +1,8 @@
 package savepoint
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"sort"
@@ -175,6 +177,27 @@ type AgeBucket struct {
 	Label        string `json:"label"`
 	MaxAgeMillis int64  `json:"maxAgeMillis"`
 	Entries      int64  `json:"entries"`
+}
+
+// MarshalJSON leaves out the open-ended last bucket's bound: math.MaxInt64
+// is beyond the integers JSON readers that use doubles keep exact.
+func (b AgeBucket) MarshalJSON() ([]byte, error) {
+	type plain AgeBucket
+	var v any = plain(b)
+	if b.MaxAgeMillis == math.MaxInt64 {
+		v = struct {
+			Label   string `json:"label"`
+			Entries int64  `json:"entries"`
+		}{b.Label, b.Entries}
+	}
+	// Labels hold '<' and '>': keep them readable.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }
 
 // ageBounds are the TTL age histogram buckets.

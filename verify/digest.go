@@ -228,7 +228,12 @@ func (d *Digest) toJSON() *digestJSON {
 		out.Operators = []OperatorInfo{}
 	}
 	for _, k := range d.Keys() {
-		out.Groups = append(out.Groups, groupJSON{k, *d.Groups[k]})
+		g := *d.Groups[k]
+		if g.TTLEntries == 0 {
+			// The empty bounds (±MaxInt64) are not JSON-safe integers.
+			g.TTLMin, g.TTLMax = 0, 0
+		}
+		out.Groups = append(out.Groups, groupJSON{k, g})
 	}
 	if d.Live != nil {
 		out.Live = d.Live.toJSON()
@@ -251,6 +256,9 @@ func fromJSON(j *digestJSON) *Digest {
 	d.Operators = j.Operators
 	for _, g := range j.Groups {
 		gg := g.Group
+		if gg.TTLEntries == 0 {
+			gg.TTLMin, gg.TTLMax = math.MaxInt64, math.MinInt64
+		}
 		d.Groups[g.GroupKey] = &gg
 	}
 	if j.Live != nil {

@@ -3,8 +3,10 @@ package verify
 import (
 	"encoding/json"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -278,6 +280,18 @@ func (r *Report) JUnit() ([]byte, error) {
 // WriteFileAtomic writes b to path through a temporary file in the same
 // directory, synced and renamed, so readers never see a partial file.
 func WriteFileAtomic(path string, b []byte) error {
+	if err := writeFileAtomic(path, b); err != nil {
+		// Name the file asked for, not the temporary one beside it.
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return &fs.PathError{Op: "write", Path: path, Err: pe.Err}
+		}
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func writeFileAtomic(path string, b []byte) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {

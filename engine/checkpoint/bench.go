@@ -20,18 +20,18 @@ import (
 // BenchConfig sizes the checkpoint benchmark.
 type BenchConfig struct {
 	// Keys and ValueSize give the state size (Keys × (ValueSize + ~10)).
-	Keys      int
-	ValueSize int
+	Keys      int `json:"keys"`
+	ValueSize int `json:"valueSize"`
 	// Parallelism is the number of subtasks (RocksDB instances).
-	Parallelism int
+	Parallelism int `json:"parallelism"`
 	// UpdateFraction of the keys is rewritten before the incremental
 	// checkpoint.
-	UpdateFraction float64
+	UpdateFraction float64 `json:"updateFraction"`
 	// Parallel uploads/downloads in flight.
-	Parallel int
+	Parallel int `json:"parallel"`
 	// TempDir holds the RocksDB instances and the gateway's data ("" =
 	// system temp).
-	TempDir string
+	TempDir string `json:"tempDir"`
 	// Log, when set, reports progress.
 	Log func(format string, args ...any) `json:"-"`
 }

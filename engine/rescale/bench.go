@@ -24,21 +24,21 @@ import (
 // BenchConfig sizes the remote rescale benchmark.
 type BenchConfig struct {
 	Keys           int `json:"keys"`
-	ValueSize      int `json:"value_size"`
-	MaxParallelism int `json:"max_parallelism"`
+	ValueSize      int `json:"valueSize"`
+	MaxParallelism int `json:"maxParallelism"`
 	// From and To: the first rescale goes From→To, the second To→From.
 	From int `json:"from"`
 	To   int `json:"to"`
 	// Latency and Jitter are added each way by the proxy; BandwidthKBps
 	// caps every proxied connection during restores (0 = no cap).
-	Latency       time.Duration `json:"latency_ns"`
-	Jitter        time.Duration `json:"jitter_ns"`
-	BandwidthKBps int64         `json:"bandwidth_kbps"`
+	Latency       time.Duration `json:"latencyNs"`
+	Jitter        time.Duration `json:"jitterNs"`
+	BandwidthKBps int64         `json:"bandwidthKbps"`
 	// Parallel downloads per restoring subtask from the plan;
 	// BaselineParallel for the whole-handle baseline (4 = Flink's default
 	// state.backend.rocksdb.checkpoint.transfer.thread.num).
 	Parallel         int                              `json:"parallel"`
-	BaselineParallel int                              `json:"baseline_parallel"`
+	BaselineParallel int                              `json:"baselineParallel"`
 	TempDir          string                           `json:"-"`
 	Log              func(format string, args ...any) `json:"-"`
 }
@@ -61,63 +61,63 @@ func DefaultBenchConfig(quick bool, scale float64) BenchConfig {
 type BenchRow struct {
 	Direction string `json:"direction"`
 	// Bytes through the proxy during the restores.
-	BaselineBytes int64 `json:"baseline_bytes"`
-	SfstateBytes  int64 `json:"sfstate_bytes"`
+	BaselineBytes int64 `json:"baselineBytes"`
+	SfstateBytes  int64 `json:"sfstateBytes"`
 	// Seconds until every new subtask is ready (open and serving). The
 	// sfstate figures are the lazy restore's (RestoreLazy: ready at open,
 	// files adopted in the background).
-	BaselineReadyS float64 `json:"baseline_ready_s"`
-	SfstateReadyS  float64 `json:"sfstate_ready_s"`
+	BaselineReadyS float64 `json:"baselineReadyS"`
+	SfstateReadyS  float64 `json:"sfstateReadyS"`
 	// Seconds until all of the subtasks' state is local (lazy restore:
 	// every unit adopted).
-	SfstateAllLocalS float64 `json:"sfstate_all_local_s"`
+	SfstateAllLocalS float64 `json:"sfstateAllLocalS"`
 	// The eager restore from the plan (Restore: ready once every needed
 	// file is downloaded, imported and clipped): bytes and seconds.
-	EagerBytes  int64   `json:"sfstate_eager_bytes"`
-	EagerReadyS float64 `json:"sfstate_eager_ready_s"`
+	EagerBytes  int64   `json:"sfstateEagerBytes"`
+	EagerReadyS float64 `json:"sfstateEagerReadyS"`
 	// FirstReadS: after ready, the slowest subtask's read of one key of
 	// its last key group (not yet local: the read waits for that unit,
 	// fetched out of turn).
-	FirstReadS float64 `json:"sfstate_first_read_s"`
+	FirstReadS float64 `json:"sfstateFirstReadS"`
 	// Of which (slowest subtask each): the unit's download after the
 	// read asked for it, and its adoption once downloaded.
-	FirstReadFetchS float64 `json:"sfstate_first_read_fetch_s"`
-	FirstReadAdoptS float64 `json:"sfstate_first_read_adopt_s"`
+	FirstReadFetchS float64 `json:"sfstateFirstReadFetchS"`
+	FirstReadAdoptS float64 `json:"sfstateFirstReadAdoptS"`
 	// Units adopted by the lazy restores (all subtasks) and ingestions.
-	LazyUnits   int `json:"lazy_units"`
-	LazyBatches int `json:"lazy_batches"`
+	LazyUnits   int `json:"lazyUnits"`
+	LazyBatches int `json:"lazyBatches"`
 	// Adoption phases, the slowest subtask's each.
-	LazyImportS  float64 `json:"lazy_import_s"`
-	LazyRewriteS float64 `json:"lazy_rewrite_s"`
-	LazyIngestS  float64 `json:"lazy_ingest_s"`
+	LazyImportS  float64 `json:"lazyImportS"`
+	LazyRewriteS float64 `json:"lazyRewriteS"`
+	LazyIngestS  float64 `json:"lazyIngestS"`
 	// LazyFetchedS: until the slowest subtask's last file was local
 	// (downloaded, not yet adopted).
-	LazyFetchedS float64 `json:"lazy_fetched_s"`
+	LazyFetchedS float64 `json:"lazyFetchedS"`
 	// The lazy restore again, each new subtask i also given the local
 	// directory of old subtask i (the previous incarnation in the same
 	// slot, as Flink's local recovery would keep it): identical files are
 	// taken from there. ReuseRemoteBytes is what still crossed the proxy,
 	// ReuseLocalBytes what was taken locally. Never part of SfstateBytes.
-	ReuseRemoteBytes int64   `json:"sfstate_reuse_remote_bytes"`
-	ReuseLocalBytes  int64   `json:"sfstate_reuse_local_bytes"`
-	ReuseReadyS      float64 `json:"sfstate_reuse_ready_s"`
-	ReuseAllLocalS   float64 `json:"sfstate_reuse_all_local_s"`
+	ReuseRemoteBytes int64   `json:"sfstateReuseRemoteBytes"`
+	ReuseLocalBytes  int64   `json:"sfstateReuseLocalBytes"`
+	ReuseReadyS      float64 `json:"sfstateReuseReadyS"`
+	ReuseAllLocalS   float64 `json:"sfstateReuseAllLocalS"`
 	// LimitS: the largest new subtask's share of the state over the
 	// bandwidth cap.
-	LimitS float64 `json:"limit_s"`
+	LimitS float64 `json:"limitS"`
 	// Extra detail.
-	StateBytes     int64   `json:"state_bytes"`
-	PlannedBytes   int64   `json:"planned_bytes"`
-	BoundaryBytes  int64   `json:"boundary_bytes"`
-	RescaleSeconds float64 `json:"rescale_s"`
-	MetadataBytes  int64   `json:"rescale_bytes_written"`
-	ImportedSubset int     `json:"subtasks_from_subset"`
-	KeysCopied     int64   `json:"keys_copied"`
+	StateBytes     int64   `json:"stateBytes"`
+	PlannedBytes   int64   `json:"plannedBytes"`
+	BoundaryBytes  int64   `json:"boundaryBytes"`
+	RescaleSeconds float64 `json:"rescaleS"`
+	MetadataBytes  int64   `json:"rescaleBytesWritten"`
+	ImportedSubset int     `json:"subtasksFromSubset"`
+	KeysCopied     int64   `json:"keysCopied"`
 	// Phases of the eager restores from the plan, the slowest subtask's each.
-	DownloadS float64 `json:"sfstate_download_s"`
-	BuildS    float64 `json:"sfstate_build_s"`
-	ClipS     float64 `json:"sfstate_clip_s"`
-	CopyS     float64 `json:"sfstate_copy_s"`
+	DownloadS float64 `json:"sfstateDownloadS"`
+	BuildS    float64 `json:"sfstateBuildS"`
+	ClipS     float64 `json:"sfstateClipS"`
+	CopyS     float64 `json:"sfstateCopyS"`
 }
 
 // BenchReport is the benchmark's result.

@@ -56,23 +56,23 @@ type Row struct {
 	Bytes       int64   `json:"bytes"`
 	Ops         int64   `json:"ops"`
 	Seconds     float64 `json:"seconds"`
-	MiBps       float64 `json:"mib_per_s"`
-	OpsPerSec   float64 `json:"ops_per_s"`
+	MiBps       float64 `json:"mibPerS"`
+	OpsPerSec   float64 `json:"opsPerS"`
 	Concurrency int     `json:"concurrency"`
 	// LoopbackMiBps is a plain TCP copy of the same bytes (at least 32 MiB,
 	// best of 3) over 127.0.0.1.
-	LoopbackMiBps float64 `json:"loopback_mib_per_s"`
+	LoopbackMiBps float64 `json:"loopbackMibPerS"`
 	// VsDirect is direct throughput / this throughput (latency rows only).
-	VsDirect float64 `json:"slowdown_vs_direct,omitempty"`
+	VsDirect float64 `json:"slowdownVsDirect,omitempty"`
 	// VsNoLatency is the throughput through the same proxy without the
 	// latency toxic / this throughput: the cost of the latency alone
 	// (range-read latency rows only).
-	VsNoLatency float64 `json:"slowdown_vs_no_latency,omitempty"`
+	VsNoLatency float64 `json:"slowdownVsNoLatency,omitempty"`
 }
 
 // Report is a whole run.
 type Report struct {
-	BlobSize int64 `json:"blob_size"`
+	BlobSize int64 `json:"blobSize"`
 	Rows     []Row `json:"rows"`
 	// Counters are the request/byte counts of the whole run.
 	Counters s3.CounterSnapshot `json:"counters"`

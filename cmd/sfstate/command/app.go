@@ -27,6 +27,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/sfstate/sfstate/s3"
 	"github.com/urfave/cli/v2"
@@ -154,7 +155,7 @@ func NewApp(out, errOut io.Writer) *cli.App {
 		CustomAppHelpTemplate: cli.AppHelpTemplate + "\nFlags may be given before or after arguments; global options after the command too.\n\n" + exitHelp + "\n",
 		ExitErrHandler:        func(*cli.Context, error) {}, // Main maps errors to codes
 		OnUsageError: func(c *cli.Context, err error, _ bool) error {
-			return Fail(ExitUsage, err)
+			return flagUsageError(c, err)
 		},
 		Action: func(c *cli.Context) error {
 			if c.Bool("version") {
@@ -204,7 +205,7 @@ func prepareCommand(c *cli.Command, global map[string]bool) {
 	}
 	c.Flags = kept
 	if c.OnUsageError == nil {
-		c.OnUsageError = func(c *cli.Context, err error, _ bool) error { return Fail(ExitUsage, err) }
+		c.OnUsageError = func(c *cli.Context, err error, _ bool) error { return flagUsageError(c, err) }
 	}
 	if c.CustomHelpTemplate == "" && len(c.Subcommands) == 0 {
 		c.CustomHelpTemplate = cli.CommandHelpTemplate + "\nGLOBAL OPTIONS (before or after the command): --json, --quiet, --no-progress, --verbose,\n   --s3-endpoint URL, --profile NAME, --region NAME, --no-sign-request (see sfstate --help)\n\n" + exitHelp + "\n"
@@ -236,9 +237,44 @@ func init() {
 	}
 }
 
+// interruptGrace is how long a command may take to stop (and remove its
+// temporary files) after SIGINT/SIGTERM cancelled its context.
+const interruptGrace = 10 * time.Second
+
 // Main runs the app and returns the process exit code. SIGINT and SIGTERM
-// cancel the context commands run with; the run then exits 130.
+// cancel the context commands run with; the run then exits 130. A second
+// signal, or a command still running interruptGrace after the first, ends
+// the process at once (also 130).
 func Main(args []string, out, errOut io.Writer) int {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-sigs:
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case <-sigs:
+		case <-time.After(interruptGrace):
+		case <-done:
+			return
+		}
+		fmt.Fprintln(errOut, "sfstate: interrupted")
+		os.Exit(ExitInterrupted)
+	}()
+	return MainContext(ctx, args, out, errOut)
+}
+
+// MainContext is Main with the caller's context: its cancellation counts
+// as an interrupt (exit 130).
+func MainContext(ctx context.Context, args []string, out, errOut io.Writer) int {
 	app := NewApp(out, errOut)
 	rest, err := normalizeArgs(app, args[1:])
 	if err != nil {
@@ -246,8 +282,6 @@ func Main(args []string, out, errOut io.Writer) int {
 		fmt.Fprintf(errOut, "%s\n", err)
 		return ExitUsage
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	err = app.RunContext(ctx, append([]string{args[0]}, rest...))
 	if err == nil {
 		return ExitOK

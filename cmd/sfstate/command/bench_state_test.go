@@ -18,15 +18,15 @@ func TestBenchStateJSON(t *testing.T) {
 		Workloads []struct {
 			Name         string  `json:"name"`
 			Events       int     `json:"events"`
-			PerRecordEPS float64 `json:"per_record_eps"`
-			BundleEPS    float64 `json:"bundle_eps"`
+			PerRecordEPS float64 `json:"perRecordEps"`
+			BundleEPS    float64 `json:"bundleEps"`
 			Speedup      float64 `json:"speedup"`
-			PeakRSS      int64   `json:"bundle_peak_rss_bytes"`
+			PeakRSS      int64   `json:"bundlePeakRssBytes"`
 		} `json:"workloads"`
 		Micro []struct {
 			Op          string  `json:"op"`
-			PerOpOpsMs  float64 `json:"per_op_ops_ms"`
-			EngineOpsMs float64 `json:"engine_ops_ms"`
+			PerOpOpsMs  float64 `json:"perOpOpsMs"`
+			EngineOpsMs float64 `json:"engineOpsMs"`
 			Speedup     float64 `json:"speedup"`
 		} `json:"micro"`
 		Memory []struct {

@@ -17,7 +17,8 @@ func init() {
 recorded size, that key-group offsets lie inside their files in ascending
 order, that every key-group block decodes completely and that every key is
 stored in the key group its hash assigns. Exits 0 when clean, 1 listing each
-problem with file and offset, 3 when the savepoint cannot be read at all.`,
+problem with file and offset, 3 when the savepoint cannot be read at all,
+4 when it uses a feature sfstate does not read (the message names it).`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "metadata-only", Usage: "check files and offsets only, do not decode key-group blocks"},
 			&cli.IntFlag{Name: "max-problems", Value: 1000, Usage: "stop after this many problems"},

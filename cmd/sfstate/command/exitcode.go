@@ -117,6 +117,7 @@ var (
 	offsetRE   = regexp.MustCompile(`at offset (\d+): `)
 	atoiRE     = regexp.MustCompile(`strconv\.Parse(?:Int|Uint|Float|Bool)?: parsing "([^"]*)": (invalid syntax|value out of range)`)
 	atoiFullRE = regexp.MustCompile(`strconv\.Atoi: parsing "([^"]*)": (invalid syntax|value out of range)`)
+	objTwiceRE = regexp.MustCompile(`(\S+)/([^/\s:]+): (\S+): (\w+) ([^/\s:]+): `)
 	flagValRE  = regexp.MustCompile(`^invalid value "([^"]*)" for flag -{1,2}([A-Za-z0-9-]+): (.*)$`)
 )
 
@@ -136,6 +137,7 @@ func Message(err error, ec errorContext) string {
 	msg := err.Error()
 	// SDK errors joined under the package's sentinels (errors.Join puts
 	// them on their own lines).
+	sdk := sdkErrRE.MatchString(msg)
 	msg = sdkErrRE.ReplaceAllStringFunc(msg, func(s string) string {
 		m := sdkErrRE.FindStringSubmatch(s)
 		out := "HTTP " + m[1]
@@ -149,25 +151,17 @@ func Message(err error, ec errorContext) string {
 	})
 	var ae smithy.APIError
 	var re *awshttp.ResponseError
-	if errors.As(err, &ae) || errors.As(err, &re) {
+	if sdk || errors.As(err, &ae) || errors.As(err, &re) {
 		// The sentinel line says less than the status line that follows.
 		for _, s := range []string{s3.ErrNotExist.Error() + "\n", s3.ErrPermanent.Error() + "\n", s3.ErrExists.Error() + "\n"} {
 			msg = strings.ReplaceAll(msg, s, "")
 		}
 	}
 	msg = strings.Join(strings.Fields(strings.ReplaceAll(msg, "\n", "; ")), " ")
-	// Flag values urfave could not parse.
+	// Flag values urfave could not parse (flagUsageError names the type
+	// when it knows the flag).
 	if m := flagValRE.FindStringSubmatch(msg); m != nil {
-		msg = fmt.Sprintf("--%s: %q is not a valid value", m[2], m[1])
-		if strings.Contains(m[3], "parse") || strings.Contains(m[3], "syntax") {
-			msg = fmt.Sprintf("--%s: %q is not a number", m[2], m[1])
-		}
-		if strings.Contains(m[3], "duration") {
-			msg = fmt.Sprintf("--%s: %q is not a duration (e.g. 90s, 24h)", m[2], m[1])
-		}
-		if strings.Contains(m[3], "out of range") {
-			msg = fmt.Sprintf("--%s: %q is out of range", m[2], m[1])
-		}
+		msg = flagValueMessage(m[2], m[1], nil)
 	}
 	msg = atoiFullRE.ReplaceAllStringFunc(msg, func(s string) string { return numberText(atoiFullRE.FindStringSubmatch(s)) })
 	msg = atoiRE.ReplaceAllStringFunc(msg, func(s string) string { return numberText(atoiRE.FindStringSubmatch(s)) })
@@ -180,9 +174,16 @@ func Message(err error, ec errorContext) string {
 		seen[s] = true
 		return s
 	})
-	for _, noise := range []string{"binfmt: corrupt data: ", "binfmt: "} {
-		msg = strings.ReplaceAll(msg, noise, "")
-	}
+	msg = strings.ReplaceAll(msg, "binfmt: ", "")
+	// "DIR/_metadata: DIR: stat _metadata: ..." names one object twice.
+	msg = objTwiceRE.ReplaceAllStringFunc(msg, func(s string) string {
+		m := objTwiceRE.FindStringSubmatch(s)
+		if m[1] != m[3] || m[2] != m[5] {
+			return s
+		}
+		return m[1] + "/" + m[2] + ": " + m[4] + ": "
+	})
+	msg = strings.TrimPrefix(msg, "savepoint: ")
 	return msg
 }
 
@@ -251,4 +252,42 @@ func causeChain(err error) []string {
 		}
 	}
 	return out
+}
+
+// flagUsageError turns urfave's "invalid value "x" for flag -name: parse
+// error" into a message that says what the flag wants.
+func flagUsageError(c *cli.Context, err error) error {
+	m := flagValRE.FindStringSubmatch(err.Error())
+	if m == nil {
+		return Fail(ExitUsage, err)
+	}
+	var flags []cli.Flag
+	if c.Command != nil {
+		flags = append(flags, c.Command.Flags...)
+	}
+	flags = append(flags, c.App.Flags...)
+	var f cli.Flag
+	for _, fl := range flags {
+		for _, n := range fl.Names() {
+			if n == m[2] {
+				f = fl
+			}
+		}
+	}
+	return &UsageError{Msg: flagValueMessage(m[2], m[1], f)}
+}
+
+func flagValueMessage(name, value string, f cli.Flag) string {
+	switch f.(type) {
+	case *cli.DurationFlag:
+		return fmt.Sprintf("%s: %q is not a duration (e.g. 90s, 15m, 24h)", dashed(name), value)
+	case *cli.BoolFlag:
+		return fmt.Sprintf("%s: %q is not true or false", dashed(name), value)
+	case *cli.IntFlag, *cli.Int64Flag, *cli.UintFlag, *cli.Uint64Flag, *cli.Float64Flag, nil:
+		if isNumber(value) {
+			return fmt.Sprintf("%s: %q is out of range", dashed(name), value)
+		}
+		return fmt.Sprintf("%s: %q is not a number", dashed(name), value)
+	}
+	return fmt.Sprintf("%s: %q is not a valid value", dashed(name), value)
 }

@@ -9,5 +9,5 @@ import (
 
 // runInspectDeep needs RocksDB, which only cgo builds link.
 func runInspectDeep(_ *cli.Context, _ *savepoint.Savepoint, _ savepoint.ScanOptions) error {
-	return Failf(ExitUsage, "inspect --deep: this sfstate was built without RocksDB support (CGO_ENABLED=0); rebuild with cgo to decode native RocksDB state")
+	return Failf(ExitUnsupported, "inspect --deep: this sfstate was built without RocksDB support (CGO_ENABLED=0); rebuild with cgo to decode native RocksDB state")
 }

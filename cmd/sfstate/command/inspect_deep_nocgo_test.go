@@ -9,7 +9,7 @@ import (
 
 func TestInspectDeepWithoutCgo(t *testing.T) {
 	_, errOut, code := run(t, "inspect", "--deep", fixtureSavepoint(t, "flink1.20-rocksdb-NATIVE-incremental-for-contrast"))
-	if code != ExitUsage || !strings.Contains(errOut, "built without RocksDB support") {
+	if code != ExitUnsupported || !strings.Contains(errOut, "built without RocksDB support") {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }

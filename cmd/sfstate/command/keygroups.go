@@ -51,8 +51,8 @@ commas, surrounding spaces or the literal text "null" ("" is one quote inside
 quotes); unquoted fields are trimmed.
 BYTES are hex (0x optional); DATE is YYYY-MM-DD or days; TIME HH:MM:SS[.fff]
 or millis; TIMESTAMP "YYYY-MM-DD HH:MM:SS[.fff...]" (UTC) or epoch millis;
-DECIMAL a plain decimal literal with at most s fraction digits. Put -- before
-the keys when one starts with '-' (negative numbers).
+DECIMAL a plain decimal literal with at most s fraction digits. Negative
+numbers are keys, not flags; put -- before any other key that starts with '-'.
 
 EXAMPLES:
    sfstate keygroups assign --max-parallelism 128 --parallelism 4 --key-type bigint 1 2 3

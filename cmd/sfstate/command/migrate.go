@@ -303,16 +303,22 @@ func printMigrateReport(w io.Writer, rep *migrate.Report, asJSON, groups bool) e
 			Groups     []group  `json:"groups"`
 		}
 		out := struct {
-			Source, Destination                        string
-			CheckpointID                               int64
-			DryRun, AlreadyComplete                    bool
-			Resumed                                    int
-			Mode                                       migrate.WriteMode
-			FilesWritten, FilesReferenced, FilesCopied int
-			BytesWritten, BytesReferenced, BytesCopied int64
-			BytesRead                                  int64
-			Seconds                                    float64
-			Operators                                  []op `json:"operators"`
+			Source          string            `json:"source"`
+			Destination     string            `json:"destination"`
+			CheckpointID    int64             `json:"checkpointId"`
+			DryRun          bool              `json:"dryRun"`
+			AlreadyComplete bool              `json:"alreadyComplete"`
+			Resumed         int               `json:"resumed"`
+			Mode            migrate.WriteMode `json:"mode"`
+			FilesWritten    int               `json:"filesWritten"`
+			FilesReferenced int               `json:"filesReferenced"`
+			FilesCopied     int               `json:"filesCopied"`
+			BytesWritten    int64             `json:"bytesWritten"`
+			BytesReferenced int64             `json:"bytesReferenced"`
+			BytesCopied     int64             `json:"bytesCopied"`
+			BytesRead       int64             `json:"bytesRead"`
+			Seconds         float64           `json:"seconds"`
+			Operators       []op              `json:"operators"`
 		}{Source: rep.Source, Destination: rep.Destination, CheckpointID: rep.CheckpointID, DryRun: rep.DryRun,
 			AlreadyComplete: rep.AlreadyComplete, Resumed: rep.Resumed, Mode: rep.Mode,
 			FilesWritten: rep.FilesWritten, FilesReferenced: rep.FilesReferenced, FilesCopied: rep.FilesCopied,

@@ -249,7 +249,7 @@ func verifyOutput(c *cli.Context, g Globals, r *verify.Report) error {
 	}
 	w := c.App.Writer
 	if g.JSON {
-		if err := writeNormalized(w, r.WriteJSON); err != nil {
+		if err := r.WriteJSON(w); err != nil {
 			return Fail(ExitIO, err)
 		}
 	} else if !g.Quiet || !r.OK {
