@@ -646,7 +646,9 @@ func (s *clState) applyQueue(d *binfmt.Decbuf, kg int, op string) error {
 			if err != nil {
 				return err
 			}
-			id := fmt.Sprintf("%d\x00%x", kg, v.b)
+			// A timer's bytes include its key, so they name one key
+			// group: elements are keyed by their bytes alone.
+			id := string(v.b)
 			if s.entries[id] == nil {
 				s.entries[id] = &clEntry{kg: kg, key: clValue{b: v.b}, value: v}
 			}
@@ -656,12 +658,7 @@ func (s *clState) applyQueue(d *binfmt.Decbuf, kg int, op string) error {
 		if err != nil {
 			return err
 		}
-		// The element may sit in another key group than the change's.
-		for id, e := range s.entries {
-			if bytes.Equal(e.value.b, v.b) {
-				delete(s.entries, id)
-			}
-		}
+		delete(s.entries, string(v.b))
 	case "REMOVE_FIRST_ELEMENT":
 		return errors.New("polling the queue's head needs the queue's order across key groups, which is not modelled")
 	default:
@@ -693,8 +690,7 @@ func (a *changelogApplier) addMaterialized(e *keyed.Entry) {
 	}
 	if s.pq {
 		b := bytes.Clone(e.KeyPart)
-		id := fmt.Sprintf("%d\x00%x", e.KeyGroup, b)
-		s.entries[id] = &clEntry{kg: e.KeyGroup, key: clValue{b: b}, value: clValue{b: b, v: val}}
+		s.entries[string(b)] = &clEntry{kg: e.KeyGroup, key: clValue{b: b}, value: clValue{b: b, v: val}}
 		return
 	}
 	key := clValue{b: bytes.Clone(e.KeyPart), v: e.Key}
