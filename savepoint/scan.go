@@ -66,6 +66,10 @@ type ScanOptions struct {
 	// Progress, when set, is told the number of key groups to read and
 	// advanced per key group.
 	Progress Progress
+	// KeyType is the key serializer used for changelog handles whose
+	// savepoint does not tell it (see ParseKeyType); nil: such keys stay
+	// raw bytes.
+	KeyType *serde.Snapshot
 
 	headersOnly bool
 }
@@ -253,7 +257,7 @@ func (sp *Savepoint) walkKeyed(ctx context.Context, o ScanOptions, onHeader func
 	var tasks []task
 	var total int64
 	for _, op := range ops {
-		for _, st := range ReadableSubtasks(op) {
+		for _, st := range op.Subtasks {
 			if st.ManagedKeyed == nil {
 				continue
 			}
@@ -308,6 +312,9 @@ func (sp *Savepoint) walkSubtask(ctx context.Context, o ScanOptions, op *Operato
 	}
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if ch, ok := st.ManagedKeyed.(*ChangelogHandle); ok {
+		return sp.walkChangelog(ctx, o, op, st, ch, br, mu, onHeader, fn)
 	}
 	layout := sp.handleLayout(st.ManagedKeyed)
 	h, ok := st.ManagedKeyed.(*KeyGroupsHandle)
@@ -521,8 +528,13 @@ func ScanSummary(ctx context.Context, sp *Savepoint, sum *Summary, o ScanOptions
 			states[os] = map[string]*stateAcc{}
 			opKG[os] = map[int]int64{}
 		}
-		if h, ok := op.Subtask(subtask).ManagedKeyed.(*KeyGroupsHandle); ok {
+		switch h := op.Subtask(subtask).ManagedKeyed.(type) {
+		case *KeyGroupsHandle:
 			opKGTotal[os] += len(h.Offsets)
+		case *ChangelogHandle:
+			if layout == LayoutChangelog {
+				opKGTotal[os] += int(h.NumKeyGroups)
+			}
 		}
 		if layout == LayoutCanonical && os.KeyedLayout == LayoutNativeHeap {
 			// Metadata alone could not tell (tag 12 without a savepoint

@@ -22,7 +22,10 @@ operator its id, parallelism, size and state: for every keyed state its kind,
 key/namespace/value types, TTL, entry count and bytes, the distribution of
 entries over key groups and TTL ages. --dump prints decoded entries as JSON
 lines instead. The heap backend's own key-group layout (hashmap checkpoints and
-NATIVE savepoints) is decoded like the canonical one. Native RocksDB keyed
+NATIVE savepoints) is decoded like the canonical one. For the changelog state
+backend the state Flink restores is shown: the materialized entries with the
+logged changes applied; its key serializer comes from the materialized header
+or a timer queue, else from --key-type, else keys are raw bytes. Native RocksDB keyed
 state is listed but not decoded unless --deep is given: then the files of every native RocksDB handle are
 downloaded to a temporary directory, opened read-only with RocksDB and
 decoded (Flink's or the engine's key layout, detected from the metadata).`,
@@ -32,6 +35,7 @@ decoded (Flink's or the engine's key layout, detected from the metadata).`,
 			&cli.StringFlag{Name: "operator", Usage: "only this operator (id, uid or name)"},
 			&cli.StringFlag{Name: "state", Usage: "only this keyed state name"},
 			&cli.StringFlag{Name: "key-groups", Usage: "only key groups in this range, e.g. 10-20 or 7"},
+			&cli.StringFlag{Name: "key-type", Usage: "key type of changelog state whose key serializer the savepoint does not record, as for keygroups assign: bigint, string, tuple<bigint>, row<int, string>, ..."},
 			&cli.Int64Flag{Name: "limit", Usage: "stop --dump after this many entries (0 = all)"},
 			&cli.DurationFlag{Name: "ttl", Usage: "state TTL; with it, count entries whose last access is older than now-TTL"},
 			&cli.StringFlag{Name: "now", Usage: "reference time for --ttl: RFC 3339 or epoch milliseconds (default: current time)"},
@@ -89,6 +93,11 @@ func inspectOptions(c *cli.Context) (savepoint.ScanOptions, error) {
 	}
 	o.Operator = c.String("operator")
 	o.State = c.String("state")
+	if kt := c.String("key-type"); kt != "" {
+		if o.KeyType, err = savepoint.ParseKeyType(kt); err != nil {
+			return o, fmt.Errorf("--key-type: %w", err)
+		}
+	}
 	o.KeyGroupFrom, o.KeyGroupTo = lo, hi
 	if d := c.Duration("ttl"); d != 0 {
 		if d < 0 {
@@ -306,5 +315,5 @@ func renderKeyGroupLine(w io.Writer, d *savepoint.KeyGroupDist) {
 // inspectDecoded reports whether keyed state in layout is decoded by the
 // summary scan (canonical and heap layouts).
 func inspectDecoded(layout string) bool {
-	return layout == savepoint.LayoutCanonical || layout == savepoint.LayoutNativeHeap
+	return layout == savepoint.LayoutCanonical || layout == savepoint.LayoutNativeHeap || layout == savepoint.LayoutChangelog
 }

@@ -24,7 +24,9 @@ type inspectDumpLine struct {
 	Value        any    `json:"value"`
 	TTLTimestamp *int64 `json:"ttlTimestamp,omitempty"`
 	// Entries of partial states (serializers that could not be read) carry
-	// their raw key and value bytes (base64) and "decoded": false.
+	// their raw key and value bytes (base64) and "decoded": false, and the
+	// parts that were decoded (a changelog entry's namespace and value
+	// when only its key serializer is unknown).
 	Decoded    *bool  `json:"decoded,omitempty"`
 	KeyBytes   []byte `json:"keyBytes,omitempty"`
 	ValueBytes []byte `json:"valueBytes,omitempty"`
@@ -38,6 +40,7 @@ func newDumpLine(op *savepoint.OperatorState, subtask int, e *keyed.Entry) inspe
 		return inspectDumpLine{
 			Operator: op.ID.String(), Subtask: subtask, KeyGroup: e.KeyGroup,
 			State: e.State.Name, Kind: savepoint.StateKind(e.State),
+			Namespace: e.Namespace, UserKey: e.UserKey, Value: e.Value,
 			Decoded: &no, KeyBytes: e.KeyBytes, ValueBytes: e.ValueBytes,
 		}
 	}
