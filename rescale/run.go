@@ -619,7 +619,7 @@ func stateBytes(ctx context.Context, src *savepoint.Savepoint) (int64, error) {
 				total += loc.Size
 				return nil
 			}
-			info, err := src.Store.Stat(ctx, loc.Key)
+			info, err := src.StoreOf(loc).Stat(ctx, loc.Key)
 			if err != nil {
 				return fmt.Errorf("rescale: %s: %w", loc.Name, err)
 			}

@@ -63,7 +63,7 @@ func TestExitCodeClasses(t *testing.T) {
 		{"bad key-group range", []string{"inspect", "--key-groups", "a-b", b.corrupt}, ExitUsage, `"a" is not a number`},
 		{"missing argument", []string{"check"}, ExitUsage, "exactly one savepoint"},
 		{"missing path", []string{"inspect", b.missing}, ExitIO, "no such file or directory: " + b.missing},
-		{"not a savepoint", []string{"check", b.notSavepoint}, ExitIO, b.notSavepoint + ": no _metadata file"},
+		{"not a savepoint", []string{"check", b.notSavepoint}, ExitIO, b.notSavepoint + ": no _metadata (not a savepoint or checkpoint directory)"},
 		{"corrupt metadata", []string{"inspect", b.corrupt}, ExitIO, "at offset 8"},
 		{"unsupported version", []string{"inspect", b.unsupported}, ExitUnsupported, "unsupported metadata version 99"},
 		{"unsupported version check", []string{"check", b.unsupported}, ExitUnsupported, "unsupported metadata version 99"},

@@ -121,7 +121,7 @@ func savepointStore(ctx context.Context, c *cli.Context, arg string) (s3.Storage
 	}
 	if loc.Scheme == "file" {
 		if fi, err := os.Stat(loc.Dir); err != nil {
-			return nil, Failf(ExitIO, "%s: no such directory", loc.Dir)
+			return nil, Failf(ExitIO, "no such file or directory: %s", loc.Dir)
 		} else if !fi.IsDir() {
 			return nil, Failf(ExitIO, "%s is a file, not a savepoint or checkpoint directory or a _metadata file", loc.Dir)
 		}

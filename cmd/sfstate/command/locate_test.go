@@ -272,6 +272,9 @@ func TestLocateOverS3(t *testing.T) {
 	if _, errOut, code := run(t, "inspect", base+"/"+testJob+"/shared"); code != ExitIO || !strings.Contains(errOut, "no _metadata (not a savepoint or checkpoint directory)") {
 		t.Fatalf("shared/: exit %d: %s", code, errOut)
 	}
+	// S3 object times have one-second resolution: let the rescaled output
+	// be newer than the checkpoints for the listing's order below.
+	time.Sleep(1100 * time.Millisecond)
 	// Rescale on S3 (views into the source) and into a local directory;
 	// both outputs read with default flags.
 	for _, dst := range []string{"s3://" + srv.Bucket + "/out/p3", filepath.Join(t.TempDir(), "p3")} {

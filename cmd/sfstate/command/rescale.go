@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/sfstate/sfstate/internal/progress"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/rescale"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -95,6 +96,9 @@ func runRescale(c *cli.Context) error {
 	if p < 1 {
 		return Failf(ExitUsage, "--parallelism N (N >= 1) is required")
 	}
+	if p > keygroups.MaxParallelismLimit {
+		return Failf(ExitUsage, "--parallelism %d exceeds Flink's limit of %d", p, keygroups.MaxParallelismLimit)
+	}
 	if m := c.Int("max-parallelism"); c.IsSet("max-parallelism") && (m < 1 || m > 1<<15 || m < p) {
 		return Failf(ExitUsage, "--max-parallelism %d must be in [parallelism, 32768]", m)
 	}
@@ -134,6 +138,9 @@ func runRescale(c *cli.Context) error {
 	}
 	if strings.TrimSuffix(sp.DirURI(), "/") == snapshotURI(dstLoc) {
 		return Failf(ExitUsage, "--out must differ from the source %s (the source is never modified)", sp.DirURI())
+	}
+	if err := someOperatorTakes(sp, p, c.Int("max-parallelism"), len(perP) > 0); err != nil {
+		return err
 	}
 	opts := s3.OpenOptions{S3: s3Options(c), Create: true}
 	dst, err := s3.OpenLocation(ctx, dstLoc, opts)
@@ -241,3 +248,26 @@ func rescaleExit(ctx context.Context, err error) int {
 }
 
 func rescaleBytes(n int64) string { return progress.Human(float64(n), "B") }
+
+// someOperatorTakes refuses a job-wide --parallelism that no operator with
+// keyed state can take (every max parallelism below it, none given per
+// operator): such a run would change nothing.
+func someOperatorTakes(sp *savepoint.Savepoint, p, newMaxP int, perOperator bool) error {
+	largest, keyed := 0, false
+	for _, op := range sp.Meta.Operators {
+		for _, st := range op.Subtasks {
+			if st.ManagedKeyed != nil || st.RawKeyed != nil {
+				keyed = true
+			}
+		}
+		m := int(op.MaxParallelism)
+		if newMaxP > 0 && m != 1 {
+			m = newMaxP
+		}
+		largest = max(largest, m)
+	}
+	if perOperator || !keyed || p <= largest {
+		return nil
+	}
+	return Failf(ExitUsage, "--parallelism %d: no operator allows it (the largest max parallelism is %d); raise it with --max-parallelism", p, largest)
+}
