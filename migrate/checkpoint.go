@@ -1355,7 +1355,7 @@ func (r *run) publish(md *savepoint.Metadata, subs []checkpoint.Subtask, uploade
 	if err := r.step(); err != nil {
 		return err
 	}
-	if err := s3.CommitMetadata(r.ctx, r.dst, written, checkpoint.MetadataKey(r.id), mdBytes); err != nil {
+	if err := savepoint.CommitMetadata(r.ctx, r.dst, written, checkpoint.MetadataKey(r.id), mdBytes); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil

@@ -235,7 +235,7 @@ func Export(ctx context.Context, ops []Operator, store s3.Storage, o ExportOptio
 	if err != nil {
 		return nil, stats, err
 	}
-	if err := s3.CommitMetadata(ctx, store, written, path.Join(o.Dir, s3.MetadataName), b); err != nil {
+	if err := savepoint.CommitMetadata(ctx, store, written, path.Join(o.Dir, s3.MetadataName), b); err != nil {
 		return nil, stats, err
 	}
 	return md, stats, nil

@@ -80,7 +80,7 @@ func Rewrite(ctx context.Context, src *savepoint.Savepoint, dst s3.Storage, o Re
 	if err != nil {
 		return nil, err
 	}
-	if err := s3.CommitMetadata(ctx, dst, rw.written, path.Join(o.Dir, s3.MetadataName), b); err != nil {
+	if err := savepoint.CommitMetadata(ctx, dst, rw.written, path.Join(o.Dir, s3.MetadataName), b); err != nil {
 		return nil, err
 	}
 	return &md, nil

@@ -453,7 +453,7 @@ func (c *Checkpointer) publish(ctx context.Context, id int64, locals []*localSub
 	}
 	record(w)
 	res.BytesUploaded += w.Size
-	if err := s3.CommitMetadata(ctx, c.store, written, MetadataKey(id), mdBytes); err != nil {
+	if err := savepoint.CommitMetadata(ctx, c.store, written, MetadataKey(id), mdBytes); err != nil {
 		return nil, fmt.Errorf("checkpoint %d: %w", id, err)
 	}
 	ok = true
