@@ -509,7 +509,7 @@ func backendID(src string) string {
 // subtask migrates one subtask: fetch, convert, build, verify, upload,
 // journal.
 func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
-	work, err := os.MkdirTemp(r.opts.WorkDir, "sfstate-migrate-")
+	work, err := os.MkdirTemp(r.opts.WorkDir, s3.ScratchPrefix+"migrate-")
 	if err != nil {
 		return nil, err
 	}

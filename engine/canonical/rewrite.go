@@ -179,7 +179,7 @@ func (rw *rewriter) keyedHandle(ctx context.Context, op *savepoint.OperatorState
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.CreateTemp(rw.o.TempDir, "sfstate-rewrite-*")
+	f, err := os.CreateTemp(rw.o.TempDir, s3.ScratchPrefix+"rewrite-*")
 	if err != nil {
 		return nil, err
 	}
