@@ -346,6 +346,7 @@ func (c *Checkpointer) publish(ctx context.Context, id int64, locals []*localSub
 					_ = c.store.Delete(ctx, w.Key)
 				}
 			}
+			_ = c.store.Delete(ctx, Dir(id)+"/"+savepoint.SumsName)
 		}
 	}()
 	res := &Result{ID: id}
