@@ -43,7 +43,7 @@ type MaterializedOperator struct {
 // there is one keyed operator, else into dst/<operator id>/. workDir holds
 // the RocksDB directories. `_metadata` is written last per operator.
 func MaterializeCanonical(ctx context.Context, sp *savepoint.Savepoint, dst s3.Storage, prefixed func(prefix string) (s3.Storage, error), workDir string) (*MaterializeReport, error) {
-	work, err := os.MkdirTemp(workDir, "sfstate-materialize-")
+	work, err := os.MkdirTemp(workDir, s3.ScratchPrefix+"materialize-")
 	if err != nil {
 		return nil, err
 	}

@@ -509,7 +509,7 @@ func backendID(src string) string {
 // subtask migrates one subtask: fetch, convert, build, verify, upload,
 // journal.
 func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
-	work, err := os.MkdirTemp(r.opts.WorkDir, "sfstate-migrate-")
+	work, err := os.MkdirTemp(r.opts.WorkDir, s3.ScratchPrefix+"migrate-")
 	if err != nil {
 		return nil, err
 	}
@@ -1355,7 +1355,7 @@ func (r *run) publish(md *savepoint.Metadata, subs []checkpoint.Subtask, uploade
 	if err := r.step(); err != nil {
 		return err
 	}
-	if err := s3.CommitMetadata(r.ctx, r.dst, written, checkpoint.MetadataKey(r.id), mdBytes); err != nil {
+	if err := savepoint.CommitMetadata(r.ctx, r.dst, written, checkpoint.MetadataKey(r.id), mdBytes); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	return nil

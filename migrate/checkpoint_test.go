@@ -22,6 +22,7 @@ import (
 	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/savepoint"
 )
 
 const otherState = "orders"
@@ -507,7 +508,7 @@ func assertNoOrphans(t *testing.T, st s3.Storage) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	used := map[string]bool{checkpoint.ManifestKey(1): true, checkpoint.MetadataKey(1): true}
+	used := map[string]bool{checkpoint.ManifestKey(1): true, checkpoint.MetadataKey(1): true, checkpoint.Dir(1) + "/" + savepoint.SumsName: true}
 	for _, s := range m.Subtasks {
 		for _, f := range s.Shared {
 			used[f.Key] = true

@@ -121,7 +121,7 @@ func GenerateCheckpoint(ctx context.Context, st s3.Storage, cfg GenConfig) (*Gen
 		t := taskOf(kg)
 		byTask[t] = append(byTask[t], bkey{sk, i})
 	}
-	work, err := os.MkdirTemp(cfg.WorkDir, "sfstate-migrate-gen-")
+	work, err := os.MkdirTemp(cfg.WorkDir, s3.ScratchPrefix+"migrate-gen-")
 	if err != nil {
 		return nil, err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/savepoint"
 )
 
 var (
@@ -121,7 +122,7 @@ func exportBytes(t *testing.T, st canonical.Subtask) ([]byte, int64) {
 	}
 	var names []string
 	for _, o := range objs {
-		if !strings.HasSuffix(o.Key, "/_metadata") {
+		if !strings.HasSuffix(o.Key, "/_metadata") && !strings.HasSuffix(o.Key, "/"+savepoint.SumsName) {
 			names = append(names, o.Key)
 		}
 	}

@@ -285,7 +285,7 @@ func Run(ctx context.Context, req Request) (_ *Result, retErr error) {
 	}
 	res.MetadataBytes = int64(len(b))
 	res.BytesWritten = res.MetadataBytes + res.SourcesBytes + res.CopiedBytes + res.RewrittenBytes
-	if err := s3.CommitMetadata(ctx, req.Dst, written, savepoint.MetadataName, b); err != nil {
+	if err := savepoint.CommitMetadata(ctx, req.Dst, written, savepoint.MetadataName, b); err != nil {
 		if s3.IsExist(err) {
 			return nil, fmt.Errorf("%w: %s", ErrExists, req.Dst.String())
 		}

@@ -5,10 +5,15 @@ import (
 	"strings"
 )
 
+// ScratchPrefix starts the name of every scratch directory and temporary
+// file sfstate creates; the local store's in-progress files are hidden
+// ("." + ScratchPrefix). `sfstate gc` recognises leftovers by it.
+const ScratchPrefix = "sfstate-tmp-"
+
 // tmpPrefix starts the name of every temporary file the local store writes.
 // Keys whose segments start with it are rejected so a listing can never
 // confuse an in-progress write with an object.
-const tmpPrefix = ".sfstate-tmp-"
+const tmpPrefix = "." + ScratchPrefix
 
 // MaxKeyLen bounds key length (S3 allows 1024 bytes).
 const MaxKeyLen = 1024

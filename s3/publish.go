@@ -3,6 +3,7 @@ package s3
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"sync"
@@ -16,15 +17,22 @@ type Written struct {
 	Key  string `json:"key"`
 	Size int64  `json:"size"`
 	CRC  uint32 `json:"crc32c"`
+	// SHA256 is the SHA-256 of the bytes sent when the writer computed it
+	// (PutHashed does), all zero otherwise; manifests do not carry it.
+	SHA256 [32]byte `json:"-"`
 }
 
-// PutHashed streams r to key and returns its size and CRC-32C as sent.
+// PutHashed streams r to key and returns its size, CRC-32C and SHA-256 as
+// sent.
 func PutHashed(ctx context.Context, st Storage, key string, r io.Reader, size int64) (Written, error) {
-	h := NewHashingReader(r)
+	sh := sha256.New()
+	h := NewHashingReader(io.TeeReader(r, sh))
 	if err := st.Put(ctx, key, h, size); err != nil {
 		return Written{}, err
 	}
-	return Written{Key: key, Size: h.Size(), CRC: h.Sum()}, nil
+	w := Written{Key: key, Size: h.Size(), CRC: h.Sum()}
+	sh.Sum(w.SHA256[:0])
+	return w, nil
 }
 
 // SnapshotFile is one data object of a snapshot to publish. Open is called

@@ -72,6 +72,8 @@ type CheckOptions struct {
 	Progress Progress
 	// Concurrency is the number of handles checked at once (default 4).
 	Concurrency int
+	// Sums says which content the sums file (SumsName) is checked against.
+	Sums SumsOptions
 }
 
 // CheckStats says how much Check verified.
@@ -87,6 +89,8 @@ type CheckStats struct {
 	// Operator-state streams whose elements were decoded / not decoded.
 	OperatorStatesVerified   int `json:"operatorStatesVerified"`
 	OperatorStatesUnverified int `json:"operatorStatesUnverified"`
+	// Sums is set when the snapshot has a sums file.
+	Sums *SumsStats `json:"sums,omitempty"`
 }
 
 type checker struct {
@@ -137,7 +141,9 @@ func Check(ctx context.Context, sp *Savepoint, o CheckOptions) ([]Problem, Check
 		o.Concurrency = 4
 	}
 	c := &checker{ctx: ctx, sp: sp, o: o, sizes: map[string]int64{}}
-	_ = c.run()
+	if err := c.run(); !errors.Is(err, errTooMany) {
+		_ = c.checkSums()
+	}
 	if c.o.Concurrency > 1 {
 		SortProblems(c.probs)
 	}

@@ -353,10 +353,18 @@ func (w *writer) stream(h *StreamHandle) {
 // WriteMetadata encodes md and stores it under key (normally
 // "<dir>/_metadata"). The store publishes the object only once complete;
 // with ifAbsent an existing object is never replaced (the error then
-// satisfies s3.IsExist).
-func WriteMetadata(ctx context.Context, st s3.Storage, key string, md *Metadata, ifAbsent bool) error {
+// satisfies s3.IsExist). The sums file (SumsName) is written first; it
+// lists `_metadata` and the data objects given in written.
+func WriteMetadata(ctx context.Context, st s3.Storage, key string, md *Metadata, ifAbsent bool, written ...s3.Written) error {
 	b, err := EncodeMetadata(md)
 	if err != nil {
+		return err
+	}
+	if ifAbsent {
+		if err := sumsBeforeMetadata(ctx, st, key, written, b); err != nil {
+			return err
+		}
+	} else if err := PublishSums(ctx, st, key, written, b); err != nil {
 		return err
 	}
 	if ifAbsent {

@@ -235,7 +235,7 @@ func Export(ctx context.Context, ops []Operator, store s3.Storage, o ExportOptio
 	if err != nil {
 		return nil, stats, err
 	}
-	if err := s3.CommitMetadata(ctx, store, written, path.Join(o.Dir, s3.MetadataName), b); err != nil {
+	if err := savepoint.CommitMetadata(ctx, store, written, path.Join(o.Dir, s3.MetadataName), b); err != nil {
 		return nil, stats, err
 	}
 	return md, stats, nil
@@ -244,7 +244,7 @@ func Export(ctx context.Context, ops []Operator, store s3.Storage, o ExportOptio
 // exportSubtask stages one subtask's stream in a temporary file, then
 // uploads it (or inlines it). w is nil for inline streams.
 func exportSubtask(ctx context.Context, store s3.Storage, o ExportOptions, op *Operator, st Subtask) (*savepoint.KeyGroupsHandle, *s3.Written, int64, error) {
-	f, err := os.CreateTemp(o.TempDir, "sfstate-export-*")
+	f, err := os.CreateTemp(o.TempDir, s3.ScratchPrefix+"export-*")
 	if err != nil {
 		return nil, nil, 0, err
 	}

@@ -80,7 +80,7 @@ func Rewrite(ctx context.Context, src *savepoint.Savepoint, dst s3.Storage, o Re
 	if err != nil {
 		return nil, err
 	}
-	if err := s3.CommitMetadata(ctx, dst, rw.written, path.Join(o.Dir, s3.MetadataName), b); err != nil {
+	if err := savepoint.CommitMetadata(ctx, dst, rw.written, path.Join(o.Dir, s3.MetadataName), b); err != nil {
 		return nil, err
 	}
 	return &md, nil
@@ -177,7 +177,7 @@ func (rw *rewriter) keyedHandle(ctx context.Context, op *savepoint.OperatorState
 		return nil, err
 	}
 	name := obj.Loc.Name
-	f, err := os.CreateTemp(rw.o.TempDir, "sfstate-rewrite-*")
+	f, err := os.CreateTemp(rw.o.TempDir, s3.ScratchPrefix+"rewrite-*")
 	if err != nil {
 		return nil, err
 	}

@@ -346,6 +346,7 @@ func (c *Checkpointer) publish(ctx context.Context, id int64, locals []*localSub
 					_ = c.store.Delete(ctx, w.Key)
 				}
 			}
+			_ = c.store.Delete(ctx, Dir(id)+"/"+savepoint.SumsName)
 		}
 	}()
 	res := &Result{ID: id}
@@ -453,7 +454,7 @@ func (c *Checkpointer) publish(ctx context.Context, id int64, locals []*localSub
 	}
 	record(w)
 	res.BytesUploaded += w.Size
-	if err := s3.CommitMetadata(ctx, c.store, written, MetadataKey(id), mdBytes); err != nil {
+	if err := savepoint.CommitMetadata(ctx, c.store, written, MetadataKey(id), mdBytes); err != nil {
 		return nil, fmt.Errorf("checkpoint %d: %w", id, err)
 	}
 	ok = true

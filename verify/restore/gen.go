@@ -63,7 +63,7 @@ func GenSchema(ttl time.Duration) *engine.Schema {
 // exports them as a canonical savepoint into store under dir. It returns
 // the number of entries written.
 func Generate(ctx context.Context, store s3.Storage, dir string, o GenOptions) (int64, error) {
-	tmp, err := os.MkdirTemp(o.TempDir, "sfstate-gen-*")
+	tmp, err := os.MkdirTemp(o.TempDir, s3.ScratchPrefix+"gen-*")
 	if err != nil {
 		return 0, err
 	}

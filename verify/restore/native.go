@@ -106,7 +106,7 @@ func (n *native) digest(ctx context.Context, t verify.Target, source bool) (*ver
 	if t.Backend != "rocksdb" && t.Backend != "heap" {
 		return nil, fmt.Errorf("unknown backend %q", t.Backend)
 	}
-	tmp, err := os.MkdirTemp(n.o.TempDir, "sfstate-verify-native-*")
+	tmp, err := os.MkdirTemp(n.o.TempDir, s3.ScratchPrefix+"verify-native-*")
 	if err != nil {
 		return nil, err
 	}

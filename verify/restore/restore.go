@@ -41,7 +41,7 @@ func (r *Restorer) Restore(ctx context.Context, sp *savepoint.Savepoint, t verif
 	default:
 		return nil, nil, fmt.Errorf("restore: unknown backend %q", t.Backend)
 	}
-	dir, err := os.MkdirTemp(o.TempDir, "sfstate-verify-*")
+	dir, err := os.MkdirTemp(o.TempDir, s3.ScratchPrefix+"verify-*")
 	if err != nil {
 		return nil, nil, err
 	}

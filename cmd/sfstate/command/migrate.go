@@ -83,7 +83,7 @@ func runMigrate(c *cli.Context) error {
 	if c.NArg() != 2 {
 		return Failf(ExitUsage, "migrate: want SRC and DST, got %d arguments", c.NArg())
 	}
-	ctx := context.Background()
+	ctx := c.Context
 	srcLoc, id, err := migrateSource(c.Args().Get(0))
 	if err != nil {
 		return Fail(ExitUsage, err)
@@ -208,7 +208,7 @@ func runMigrate(c *cli.Context) error {
 // materializeCanonical writes a canonical savepoint as native checkpoints
 // in the record layout (--to native-record).
 func materializeCanonical(c *cli.Context, src s3.Storage, srcLoc, dstLoc s3.Location, s3opts s3.S3Options) error {
-	ctx := context.Background()
+	ctx := c.Context
 	g := GlobalsFrom(c)
 	sp, err := savepoint.Open(ctx, src, s3.MetadataName)
 	if err != nil {
