@@ -105,6 +105,7 @@ type reportKeyGroups struct {
 	Last    int
 	Stats   string
 	Hottest string
+	Split   bool // more than one subtask: ranges are marked
 }
 
 type reportAxisLabel struct {
@@ -360,7 +361,7 @@ func reportKeyGroupChart(op *savepoint.OperatorSummary) *reportKeyGroups {
 		}
 	}
 	buf.WriteString(`</svg>`)
-	k := &reportKeyGroups{SVG: template.HTML(buf.String()), Bin: bin, Last: maxP - 1}
+	k := &reportKeyGroups{SVG: template.HTML(buf.String()), Bin: bin, Last: maxP - 1, Split: len(ranges) > 1}
 	if len(ranges) > 1 && len(ranges) <= 16 {
 		for i, r := range ranges {
 			k.Axis = append(k.Axis, reportAxisLabel{Flex: template.CSS(fmt.Sprintf("flex:%d 1 0", r.Len())), Label: fmt.Sprint(i), Title: fmt.Sprintf("subtask %d: key groups %s", i, r)})
@@ -545,6 +546,7 @@ svg .b{fill:#4a7bd0}svg .b.hot{fill:#d9622b}svg .band{fill:#e8edf5}svg .edge{str
 table{border-collapse:collapse;width:100%;margin:.3em 0 .8em}
 th,td{border-bottom:1px solid #e3e7ee;padding:5px 8px;text-align:left;vertical-align:top;min-width:0}
 th{background:#f3f5f8;font-weight:600}
+th,td.n,td.k{white-space:nowrap;overflow-wrap:normal}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}
 tr.partial td{background:#fdf4ea;border-bottom:1px solid #e3e7ee}
 .tag{display:inline-block;padding:0 6px;border-radius:9px;background:#e9edf3;font-size:.82em}
@@ -562,6 +564,7 @@ details summary{cursor:pointer;color:#2c4f8f}
  table.rt td{display:grid;grid-template-columns:7.5em minmax(0,1fr);gap:8px;border:0;text-align:left}
  table.rt td::before{content:attr(data-l);color:#5b6475}
  table.rt td.n{text-align:left}
+ table.rt td,table.rt td.n,table.rt td.k{white-space:normal;overflow-wrap:anywhere}
 }
 </style></head><body><main>
 <section class="card" id="summary">
@@ -612,7 +615,7 @@ details summary{cursor:pointer;color:#2c4f8f}
 </div>{{end}}
 {{with .KG}}<div>
 <h3>Entries per key group</h3>
-<p class="muted">{{.Stats}}{{if gt .Bin 1}}; each column sums {{.Bin}} key groups{{end}}. Shaded bands and dashed lines mark the subtasks' key-group ranges.</p>
+<p class="muted">{{.Stats}}{{if gt .Bin 1}}; each column sums {{.Bin}} key groups{{end}}.{{if .Split}} Shaded bands and dashed lines mark the subtasks' key-group ranges.{{end}}</p>
 {{.SVG}}
 {{if .Axis}}<div class="subaxis">{{range .Axis}}<span style="{{.Flex}}" title="{{.Title}}">{{.Label}}</span>{{end}}</div>{{end}}
 <div class="axis"><span>key group 0</span>{{if .Axis}}<span>subtask numbers above</span>{{end}}<span>key group {{.Last}}</span></div>
@@ -621,8 +624,8 @@ details summary{cursor:pointer;color:#2c4f8f}
 </div>
 {{if .States}}<h3>Keyed states</h3>
 <table class="rt"><thead><tr><th>state</th><th>kind</th><th>types</th><th>TTL</th><th class="n">entries</th><th class="n">bytes</th>{{if $.TTL}}<th class="n">expired</th>{{end}}</tr></thead><tbody>
-{{range .States}}<tr><td data-l="state"><b>{{.S.Name}}</b></td><td data-l="kind">{{.S.Kind}}</td><td data-l="types"><span class="mono">{{.Types}}</span></td><td data-l="TTL">{{yesno .S.TTL}}{{if .TTLAge}}<br><span class="muted">{{.TTLAge}}</span>{{end}}</td><td data-l="entries" class="n">{{if $op.Decoded}}{{.S.Entries}}{{else}}—{{end}}</td><td data-l="bytes" class="n">{{if $op.Decoded}}{{bytes .S.Bytes}}{{else}}—{{end}}</td>{{if $.TTL}}<td data-l="expired" class="n">{{if .Expired}}{{.Expired}}{{else}}—{{end}}</td>{{end}}</tr>
-{{if .S.Partial}}<tr class="partial"><td data-l="partial" colspan="7"><span class="tag warn">partial</span> {{.S.Partial}}</td></tr>{{end}}
+{{range .States}}<tr><td data-l="state"><b>{{.S.Name}}</b></td><td data-l="kind" class="k">{{.S.Kind}}</td><td data-l="types"><span class="mono">{{.Types}}</span></td><td data-l="TTL">{{yesno .S.TTL}}{{if .TTLAge}}<br><span class="muted">{{.TTLAge}}</span>{{end}}</td><td data-l="entries" class="n">{{if $op.Decoded}}{{.S.Entries}}{{else}}—{{end}}</td><td data-l="bytes" class="n">{{if $op.Decoded}}{{bytes .S.Bytes}}{{else}}—{{end}}</td>{{if $.TTL}}<td data-l="expired" class="n">{{if .Expired}}{{.Expired}}{{else}}—{{end}}</td>{{end}}</tr>
+{{if .S.Partial}}<tr class="partial"><td data-l="partial" colspan="7"><span><span class="tag warn">partial</span> {{.S.Partial}}</span></td></tr>{{end}}
 {{end}}</tbody></table>
 {{if .TTLNoFlag}}<p class="muted">Pass <code>--ttl DURATION</code> to count the entries whose TTL has expired.</p>{{end}}
 {{range .States}}{{if .Ages}}<h3>TTL age of {{.S.Name}} (time since last access)</h3>
@@ -631,8 +634,8 @@ details summary{cursor:pointer;color:#2c4f8f}
 {{end}}
 {{if .O.OperatorStates}}<h3>Operator states</h3>
 <table class="rt"><thead><tr><th>operator state</th><th>mode</th><th>type</th><th class="n">elements</th><th class="n">subtasks</th></tr></thead><tbody>
-{{range .O.OperatorStates}}<tr><td data-l="state"><b>{{.Name}}</b></td><td data-l="mode">{{.Mode}}</td><td data-l="type"><span class="mono">{{.Type}}</span></td><td data-l="elements" class="n">{{.Elements}}</td><td data-l="subtasks" class="n">{{.Subtasks}}</td></tr>
-{{if .Partial}}<tr class="partial"><td data-l="partial" colspan="5"><span class="tag warn">partial</span> {{.Partial}}</td></tr>{{end}}
+{{range .O.OperatorStates}}<tr><td data-l="state"><b>{{.Name}}</b></td><td data-l="mode" class="k">{{.Mode}}</td><td data-l="type"><span class="mono">{{.Type}}</span></td><td data-l="elements" class="n">{{.Elements}}</td><td data-l="subtasks" class="n">{{.Subtasks}}</td></tr>
+{{if .Partial}}<tr class="partial"><td data-l="partial" colspan="5"><span><span class="tag warn">partial</span> {{.Partial}}</span></td></tr>{{end}}
 {{end}}</tbody></table>{{end}}
 {{if .Changelog}}<h3>Changelog</h3><p>{{.Changelog}}</p>{{end}}
 {{if .O.NativeFiles}}<details><summary>{{.NativeFiles}}</summary>

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/savepoint"
 )
 
 // htmlLayoutCheck is the script of the test page, which holds every report
@@ -162,10 +164,11 @@ func TestHTMLReportLayoutInChromium(t *testing.T) {
 	chrome := htmlChromium(t)
 	cases := []struct {
 		name string
-		path string
+		path string // a fixture, or "" for htmlSyntheticSummary
 		args []string
 		want []string // further text the page must show
 	}{
+		{"synthetic-maxp32768", "", nil, []string{"each column sums 128 key groups", "subtask skew", "key group 32767", "Largest: subtask 37: 64.0 MiB"}},
 		{"sql-join", fixtureSavepoint(t, "sql-rocksdb-canonical-join-mapstate"),
 			[]string{"--names", "7c2e2faa042538c9c6536014ee065870=Join[7] (left-records ⋈ right-records)"},
 			[]string{"Join[7] (left-records ⋈ right-records)", "user key ROW<INT, BIGINT, STRING>", "Hottest key groups: 94 (6, subtask 0)"}},
@@ -186,18 +189,31 @@ func TestHTMLReportLayoutInChromium(t *testing.T) {
 	var ws []int
 	sums := make([]htmlSummary, len(cases))
 	for i, tc := range cases {
-		report := filepath.Join(dir, tc.name+".html")
-		args := append([]string{"--json", "inspect", "--html", report}, tc.args...)
-		stdout, errOut, code := run(t, append(args, tc.path)...)
-		if code != ExitOK {
-			t.Fatalf("%s: exit %d: %s", tc.name, code, errOut)
-		}
-		if err := json.Unmarshal([]byte(stdout), &sums[i]); err != nil {
-			t.Fatalf("%s: %v", tc.name, err)
-		}
-		b, err := os.ReadFile(report)
-		if err != nil {
-			t.Fatal(err)
+		var b []byte
+		if tc.path == "" {
+			sum := htmlSyntheticSummary()
+			var err error
+			if b, err = renderHTMLReport(sum); err != nil {
+				t.Fatal(err)
+			}
+			j, _ := json.Marshal(sum)
+			if err := json.Unmarshal(j, &sums[i]); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			report := filepath.Join(dir, tc.name+".html")
+			args := append([]string{"--json", "inspect", "--html", report}, tc.args...)
+			stdout, errOut, code := run(t, append(args, tc.path)...)
+			if code != ExitOK {
+				t.Fatalf("%s: exit %d: %s", tc.name, code, errOut)
+			}
+			if err := json.Unmarshal([]byte(stdout), &sums[i]); err != nil {
+				t.Fatalf("%s: %v", tc.name, err)
+			}
+			var err error
+			if b, err = os.ReadFile(report); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if strings.Contains(string(b), "<script") || strings.Contains(string(b), "<link") || strings.Contains(string(b), "url(") {
 			t.Fatalf("%s: the report is not self-contained", tc.name)
@@ -279,5 +295,147 @@ func htmlCheckContent(t *testing.T, sum *htmlSummary, v htmlVerdict, want []stri
 	}
 	if v.KGCharts != charts || v.Edges != edges {
 		t.Errorf("%d key-group charts with %d subtask boundaries, want %d with %d", v.KGCharts, v.Edges, charts, edges)
+	}
+}
+
+// htmlSyntheticSummary is a summary no fixture has: max parallelism 32768,
+// an operator of 100 subtasks (a column chart) with one subtask 64 times
+// the others, one of 7 subtasks (bars), long unbreakable names and types.
+func htmlSyntheticSummary() *savepoint.Summary {
+	const maxP = 32768
+	s := &savepoint.Summary{Source: "/data/savepoints/savepoint-4f2a9c-0123456789abcdef0123456789abcdef/_metadata", MetadataVersion: 5,
+		CheckpointID: 7, FormatType: savepoint.FormatCanonical, Scanned: true, Notes: []string{"a note about the savepoint as a whole"}}
+	for n, p := range []int{100, 7} {
+		op := &savepoint.OperatorSummary{ID: savepoint.OperatorIDFromUID(fmt.Sprint("uid-", n)).String(), UID: fmt.Sprint("uid-", n),
+			Name:        fmt.Sprintf("KeyedProcess_%d_with_a_really_long_operator_name_that_does_not_break_anywhere_at_all", n),
+			Parallelism: p, MaxParallelism: maxP, SubtasksWithState: p, KeyedLayout: savepoint.LayoutCanonical, KeyedTags: []int{7}}
+		counts := map[int]int64{}
+		for i := range p {
+			b := int64(1 << 20)
+			if i == 37 {
+				b = 64 << 20
+			}
+			op.SubtaskBytes = append(op.SubtaskBytes, savepoint.SubtaskBytes{Subtask: i, Bytes: b})
+			op.Bytes += b
+			r := keygroups.RangeForSubtask(maxP, p, i)
+			for kg := r.Start; kg <= r.End; kg += 97 {
+				counts[kg] += int64(1 + i%5)
+			}
+		}
+		op.KeyedBytes = op.Bytes
+		op.KeyGroups = savepoint.NewKeyGroupDist(counts, maxP)
+		op.KeyedStates = []*savepoint.StateSummary{{Name: "a-state-name-that-goes-on-and-on-without-any-place-to-break-the-line", Kind: "MAP",
+			KeyType: "ROW<BIGINT NOT NULL, STRING, TIMESTAMP(3), DECIMAL(38, 18), ARRAY<ROW<INT, STRING>>>", NamespaceType: "VOID_NAMESPACE",
+			UserKeyType: "ROW<INT,BIGINT,STRING,STRING,STRING,STRING,STRING,STRING,STRING,STRING,STRING,STRING>", ValueType: "ROW<INT>",
+			Entries: 12345, Bytes: 67890, Partial: "VALUE_SERIALIZER com.example.some.very.long.package.name.that.never.ends.CustomSerializerSnapshot is not known"}}
+		s.Operators = append(s.Operators, op)
+	}
+	return s
+}
+
+func TestHTMLKeyGroupChartBinsAndBoundaries(t *testing.T) {
+	s := htmlSyntheticSummary()
+	for _, op := range s.Operators {
+		k := reportKeyGroupChart(op)
+		if k.Bin != 128 || k.Last != 32767 {
+			t.Fatalf("bin %d last %d, want 128 and 32767", k.Bin, k.Last)
+		}
+		svg := string(k.SVG)
+		if n := strings.Count(svg, `class="edge"`); n != op.Parallelism-1 {
+			t.Errorf("p %d: %d boundaries", op.Parallelism, n)
+		}
+		// Every boundary sits at the first key group of a subtask.
+		for i := 1; i < op.Parallelism; i++ {
+			x := keygroups.RangeForSubtask(32768, op.Parallelism, i).Start
+			if !strings.Contains(svg, fmt.Sprintf(`<line x1="%d" x2="%d"`, x, x)) {
+				t.Errorf("p %d: no boundary at key group %d", op.Parallelism, x)
+			}
+		}
+		// Columns sum their 128 key groups.
+		var want int64
+		for _, c := range op.KeyGroups.Counts {
+			if c.KeyGroup < 128 {
+				want += c.Entries
+			}
+		}
+		if !strings.Contains(svg, fmt.Sprintf("<title>key groups 0-127: %s</title>", plural(int(want), "entry"))) {
+			t.Errorf("p %d: first column is not the sum %d of key groups 0-127", op.Parallelism, want)
+		}
+		if n := strings.Count(svg, `class="b"`); n > reportKGColumns {
+			t.Errorf("%d columns", n)
+		}
+	}
+	// A small max parallelism is drawn one column per key group.
+	op := &savepoint.OperatorSummary{Parallelism: 3, MaxParallelism: 10, KeyGroups: savepoint.NewKeyGroupDist(map[int]int64{9: 4}, 10)}
+	if k := reportKeyGroupChart(op); k.Bin != 1 || !strings.Contains(string(k.SVG), "<title>key group 9: 4 entries</title>") || len(k.Axis) != 3 {
+		t.Errorf("max parallelism 10: bin %d, axis %d, svg %s", k.Bin, len(k.Axis), k.SVG)
+	}
+}
+
+func TestHTMLSubtaskChartFlagsSkew(t *testing.T) {
+	s := htmlSyntheticSummary()
+	big := reportSubtaskChart(s.Operators[0], true) // 100 subtasks: columns
+	if big.Columns == "" || big.Bars != nil || big.Skew != 64 || !strings.HasPrefix(big.Largest[0], "subtask 37: 64.0 MiB") {
+		t.Errorf("100 subtasks: skew %v, largest %v", big.Skew, big.Largest)
+	}
+	small := reportSubtaskChart(s.Operators[1], true) // 7 subtasks: bars
+	if len(small.Bars) != 7 {
+		t.Fatalf("%d bars", len(small.Bars))
+	}
+	for i, b := range small.Bars {
+		if b.Hot != (i == 37) {
+			t.Errorf("bar %d hot %v", i, b.Hot)
+		}
+		r := keygroups.RangeForSubtask(32768, 7, i)
+		if b.Sub != "key groups "+r.String() {
+			t.Errorf("bar %d: %q", i, b.Sub)
+		}
+		var entries int64
+		for _, c := range s.Operators[1].KeyGroups.Counts {
+			if r.Contains(c.KeyGroup) {
+				entries += c.Entries
+			}
+		}
+		if !strings.HasSuffix(b.Text, " · "+plural(int(entries), "entry")) {
+			t.Errorf("bar %d: %q, want %d entries", i, b.Text, entries)
+		}
+	}
+	p := buildReport(s)
+	skews := 0
+	for _, a := range p.Alerts {
+		if strings.Contains(a.Text, "subtask skew") {
+			skews++
+		}
+	}
+	if skews != 1 {
+		t.Errorf("%d skew alerts, want 1 (only the 100-subtask operator has subtask 37)", skews)
+	}
+}
+
+func TestHTMLOperatorNames(t *testing.T) {
+	s := &savepoint.Summary{Source: "x", Operators: []*savepoint.OperatorSummary{
+		{ID: savepoint.OperatorIDFromUID("source-uid").String()},
+		{ID: "0123456789abcdef0123456789abcdef"},
+		{ID: savepoint.OperatorIDFromUID("other").String(), UID: "v5-uid"},
+	}}
+	if err := applyOperatorNames(s, []string{"source-uid=Kafka source", "0123456789ABCDEF0123456789ABCDEF=Join", "v5-uid = Sink"}); err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprintf("%s/%s %s/%s %s/%s", s.Operators[0].UID, s.Operators[0].Name, s.Operators[1].UID, s.Operators[1].Name, s.Operators[2].UID, s.Operators[2].Name)
+	if got != "source-uid/Kafka source /Join v5-uid/Sink" {
+		t.Errorf("names: %s", got)
+	}
+	for _, bad := range []string{"nope=X", "=X", "source-uid=", "novalue"} {
+		if err := applyOperatorNames(s, []string{bad}); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+func TestHTMLReportErrorNamesPath(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing-dir", "report.html")
+	_, errOut, code := run(t, "inspect", "--html", path, fixtureSavepoint(t, "sql-rocksdb-canonical-join-mapstate"))
+	if code != ExitIO || !strings.Contains(errOut, path) {
+		t.Fatalf("exit %d: %s", code, errOut)
 	}
 }
