@@ -4,13 +4,14 @@
 #   make test    vet + unit/integration tests (installs what it needs first)
 #
 # Set-up is idempotent and quiet when already done: Debian's librocksdb-dev
-# (7.8.3) and compression libs through apt, and versitygw + toxiproxy built
+# (7.8.3), compression libs and chromium (the HTML report's layout test)
+# through apt, and versitygw + toxiproxy built
 # with `go install` into ./bin (git-ignored).
 
 SHELL      := /bin/bash
 GO         ?= go
 BIN        := $(CURDIR)/bin
-APT_PKGS   := librocksdb-dev libsnappy-dev liblz4-dev libzstd-dev zlib1g-dev libbz2-dev
+APT_PKGS   := librocksdb-dev libsnappy-dev liblz4-dev libzstd-dev zlib1g-dev libbz2-dev chromium
 VERSITYGW  := github.com/versity/versitygw/cmd/versitygw@v1.8.0
 TOXIPROXY  := github.com/Shopify/toxiproxy/v2/cmd/server@v2.5.0
 FUZZTIME   ?= 20s   # below ~5s Go's fuzzer can stop a worker mid-baseline and report a spurious deadline failure

@@ -74,6 +74,16 @@ type OperatorSummary struct {
 	KeyedStates       []*StateSummary         `json:"keyedStates,omitempty"`
 	KeyGroups         *KeyGroupDist           `json:"keyGroups,omitempty"`
 	Note              string                  `json:"note,omitempty"`
+	// SubtaskBytes gives, per subtask with state (ascending by index), the
+	// bytes its handles record; a file a subtask references twice counts
+	// once. For reports (skew between subtasks), not part of the JSON.
+	SubtaskBytes []SubtaskBytes `json:"-"`
+}
+
+// SubtaskBytes is the recorded state size of one subtask.
+type SubtaskBytes struct {
+	Subtask int
+	Bytes   int64
 }
 
 // FileSummary is one file of a native (RocksDB) keyed handle.
@@ -309,6 +319,8 @@ func Summarize(sp *Savepoint) *Summary {
 			FullyFinished:  op.FullyFinished,
 		}
 		opFiles := map[string]bool{}
+		var stFiles map[string]bool // files of the current subtask
+		var stBytes *SubtaskBytes
 		add := func(h *StreamHandle, keyed bool) {
 			if h == nil {
 				return
@@ -317,7 +329,14 @@ func Summarize(sp *Savepoint) *Summary {
 			if n < 0 {
 				n = 0
 			}
-			if h.Tag == TagFile || h.Tag == TagRelativeFile || h.Tag == TagSegmentFile {
+			isFile := h.Tag == TagFile || h.Tag == TagRelativeFile || h.Tag == TagSegmentFile
+			if stBytes != nil && (!isFile || !stFiles[h.Describe()]) {
+				stBytes.Bytes += n
+				if isFile {
+					stFiles[h.Describe()] = true
+				}
+			}
+			if isFile {
 				id := h.Describe()
 				if !files[id] {
 					files[id] = true
@@ -348,6 +367,7 @@ func Summarize(sp *Savepoint) *Summary {
 				os.FinishedSubtasks++
 				continue
 			}
+			stBytes, stFiles = &SubtaskBytes{Subtask: st.Index}, map[string]bool{}
 			has := false
 			for _, oh := range []*OperatorHandle{st.ManagedOperator, st.RawOperator} {
 				if oh == nil {
@@ -403,8 +423,11 @@ func Summarize(sp *Savepoint) *Summary {
 			}
 			if has {
 				os.SubtasksWithState++
+				os.SubtaskBytes = append(os.SubtaskBytes, *stBytes)
 			}
 		}
+		stBytes = nil
+		sort.Slice(os.SubtaskBytes, func(i, j int) bool { return os.SubtaskBytes[i].Subtask < os.SubtaskBytes[j].Subtask })
 		for _, n := range opOrder {
 			os.OperatorStates = append(os.OperatorStates, opStates[n])
 		}

@@ -40,6 +40,7 @@ decoded (Flink's or the engine's key layout, detected from the metadata).`,
 			&cli.DurationFlag{Name: "ttl", Usage: "state TTL; with it, count entries whose last access is older than now-TTL"},
 			&cli.StringFlag{Name: "now", Usage: "reference time for --ttl: RFC 3339 or epoch milliseconds (default: current time)"},
 			&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML report to `FILE`"},
+			&cli.StringSliceFlag{Name: "names", Usage: "name operators in the summary and report: `ID=NAME` or UID=NAME (repeatable)"},
 			&cli.BoolFlag{Name: "metadata-only", Usage: "do not read state files; report sizes from the metadata only"},
 			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "state files read at once for the summary (not --dump, which keeps file order)"},
 			savepointS3EndpointFlag, allowRootFlag, mapFlag, checkpointFlag,
@@ -145,6 +146,9 @@ func runInspect(c *cli.Context) error {
 		return runDump(c, sp, opts)
 	}
 	sum := savepoint.Summarize(sp)
+	if err := applyOperatorNames(sum, c.StringSlice("names")); err != nil {
+		return Fail(ExitUsage, err)
+	}
 	if !c.Bool("metadata-only") {
 		bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "reading key groups", 0, "key groups")
 		if bar != nil {
