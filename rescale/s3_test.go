@@ -57,9 +57,14 @@ func TestS3(t *testing.T) {
 	if res.CopiedFiles == 0 || res.CopiedBytes == 0 {
 		t.Fatalf("nothing copied: %+v", res)
 	}
-	// Server-side: only the metadata went through the client.
-	if w := counters.BytesWritten(); w != res.MetadataBytes {
-		t.Fatalf("client wrote %d bytes, metadata is %d", w, res.MetadataBytes)
+	// Server-side: only the metadata and its sums file went through the
+	// client.
+	sums, err := dstStore.Stat(ctx, savepoint.SumsName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := counters.BytesWritten(); w != res.MetadataBytes+sums.Size {
+		t.Fatalf("client wrote %d bytes, metadata is %d and its sums %d", w, res.MetadataBytes, sums.Size)
 	}
 	out, err := savepoint.Open(ctx, dstStore, savepoint.MetadataName)
 	if err != nil {
