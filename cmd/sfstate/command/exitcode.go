@@ -165,16 +165,7 @@ func Message(err error, ec errorContext) string {
 	}
 	msg = atoiFullRE.ReplaceAllStringFunc(msg, func(s string) string { return numberText(atoiFullRE.FindStringSubmatch(s)) })
 	msg = atoiRE.ReplaceAllStringFunc(msg, func(s string) string { return numberText(atoiRE.FindStringSubmatch(s)) })
-	// The same offset said twice by nested decoders.
-	seen := map[string]bool{}
-	msg = offsetRE.ReplaceAllStringFunc(msg, func(s string) string {
-		if seen[s] {
-			return ""
-		}
-		seen[s] = true
-		return s
-	})
-	msg = strings.ReplaceAll(msg, "binfmt: ", "")
+	msg = oneOffset(msg)
 	// "DIR/_metadata: DIR: stat _metadata: ..." names one object twice.
 	msg = objTwiceRE.ReplaceAllStringFunc(msg, func(s string) string {
 		m := objTwiceRE.FindStringSubmatch(s)
@@ -185,6 +176,20 @@ func Message(err error, ec errorContext) string {
 	})
 	msg = strings.TrimPrefix(msg, "savepoint: ")
 	return msg
+}
+
+// oneOffset drops repeats of "at offset N: " (nested decoders each naming
+// the same position) and the decoding helper's package label.
+func oneOffset(msg string) string {
+	seen := map[string]bool{}
+	msg = offsetRE.ReplaceAllStringFunc(msg, func(s string) string {
+		if seen[s] {
+			return ""
+		}
+		seen[s] = true
+		return s
+	})
+	return strings.ReplaceAll(msg, "binfmt: ", "")
 }
 
 func numberText(m []string) string {
