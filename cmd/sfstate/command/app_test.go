@@ -75,6 +75,9 @@ func TestVersion(t *testing.T) {
 	if (rocksDBVersion != nil) != regexp.MustCompile(`^\d+\.\d+\.\d+$`).MatchString(v.RocksDB) {
 		t.Fatalf("rocksdb %q (engine linked: %v)", v.RocksDB, rocksDBVersion != nil)
 	}
+	if o, _, code := run(t, "inspect", "x", "--version", "--json"); code != ExitOK || !strings.Contains(o, `"go": "`+runtime.Version()) {
+		t.Fatalf("--version after a command: exit %d: %s", code, o)
+	}
 	text, _, _ := run(t, "--version")
 	if !strings.Contains(text, runtime.Version()) || (v.RocksDB == "") != strings.Contains(text, "no RocksDB support") {
 		t.Fatalf("--version:\n%s", text)

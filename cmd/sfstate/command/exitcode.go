@@ -117,6 +117,7 @@ var (
 	offsetRE   = regexp.MustCompile(`at offset (\d+): `)
 	atoiRE     = regexp.MustCompile(`strconv\.Parse(?:Int|Uint|Float|Bool)?: parsing "([^"]*)": (invalid syntax|value out of range)`)
 	atoiFullRE = regexp.MustCompile(`strconv\.Atoi: parsing "([^"]*)": (invalid syntax|value out of range)`)
+	requiredRE = regexp.MustCompile(`Required flags? "(.*)" (?:is|are)? ?not set`)
 	objTwiceRE = regexp.MustCompile(`(\S+)/([^/\s:]+): (\S+): (\w+) ([^/\s:]+): `)
 	flagValRE  = regexp.MustCompile(`^invalid value "([^"]*)" for flag -{1,2}([A-Za-z0-9-]+): (.*)$`)
 )
@@ -165,6 +166,13 @@ func Message(err error, ec errorContext) string {
 	}
 	msg = atoiFullRE.ReplaceAllStringFunc(msg, func(s string) string { return numberText(atoiFullRE.FindStringSubmatch(s)) })
 	msg = atoiRE.ReplaceAllStringFunc(msg, func(s string) string { return numberText(atoiRE.FindStringSubmatch(s)) })
+	msg = requiredRE.ReplaceAllStringFunc(msg, func(s string) string {
+		var names []string
+		for _, n := range strings.Split(requiredRE.FindStringSubmatch(s)[1], `", "`) {
+			names = append(names, dashed(n))
+		}
+		return strings.Join(names, ", ") + " required"
+	})
 	msg = oneOffset(msg)
 	// "DIR/_metadata: DIR: stat _metadata: ..." names one object twice.
 	msg = objTwiceRE.ReplaceAllStringFunc(msg, func(s string) string {

@@ -62,6 +62,7 @@ func TestExitCodeClasses(t *testing.T) {
 		{"bad duration", []string{"inspect", "--ttl", "soon", b.corrupt}, ExitUsage, `--ttl: "soon" is not a duration`},
 		{"bad key-group range", []string{"inspect", "--key-groups", "a-b", b.corrupt}, ExitUsage, `"a" is not a number`},
 		{"missing argument", []string{"check"}, ExitUsage, "exactly one savepoint"},
+		{"missing required flag", []string{"keygroups", "plan", "--from", "2"}, ExitUsage, "keygroups plan: --max-parallelism, --to required"},
 		{"missing path", []string{"inspect", b.missing}, ExitIO, "no such file or directory: " + b.missing},
 		{"not a savepoint", []string{"check", b.notSavepoint}, ExitIO, b.notSavepoint + ": no _metadata file"},
 		{"corrupt metadata", []string{"inspect", b.corrupt}, ExitIO, "at offset 8"},
