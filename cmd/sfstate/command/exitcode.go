@@ -120,6 +120,7 @@ var (
 	requiredRE = regexp.MustCompile(`Required flags? "(.*)" (?:is|are)? ?not set`)
 	objTwiceRE = regexp.MustCompile(`(\S+)/([^/\s:]+): (\S+): (\w+) ([^/\s:]+): `)
 	flagValRE  = regexp.MustCompile(`^invalid value "([^"]*)" for flag -{1,2}([A-Za-z0-9-]+): (.*)$`)
+	boolValRE  = regexp.MustCompile(`^invalid boolean value "([^"]*)" for -{1,2}([A-Za-z0-9-]+): (.*)$`)
 )
 
 // Message renders err as the one line the user sees: no repeated offsets,
@@ -270,6 +271,9 @@ func causeChain(err error) []string {
 // flagUsageError turns urfave's "invalid value "x" for flag -name: parse
 // error" into a message that says what the flag wants.
 func flagUsageError(c *cli.Context, err error) error {
+	if m := boolValRE.FindStringSubmatch(err.Error()); m != nil {
+		return &UsageError{Msg: flagValueMessage(m[2], m[1], &cli.BoolFlag{})}
+	}
 	m := flagValRE.FindStringSubmatch(err.Error())
 	if m == nil {
 		return Fail(ExitUsage, err)

@@ -60,6 +60,8 @@ func TestExitCodeClasses(t *testing.T) {
 		{"unknown flag", []string{"check", b.corrupt, "--max-problem", "3"}, ExitUsage, "did you mean --max-problems?"},
 		{"bad number", []string{"check", "--max-problems", "abc", b.corrupt}, ExitUsage, `--max-problems: "abc" is not a number`},
 		{"bad duration", []string{"inspect", "--ttl", "soon", b.corrupt}, ExitUsage, `--ttl: "soon" is not a duration`},
+		{"bad bool", []string{"inspect", "--dump=maybe", b.corrupt}, ExitUsage, `--dump: "maybe" is not true or false`},
+		{"bad key", []string{"keygroups", "assign", "-t", "int", "abc"}, ExitUsage, `key "abc": "abc" is not a number`},
 		{"bad key-group range", []string{"inspect", "--key-groups", "a-b", b.corrupt}, ExitUsage, `"a" is not a number`},
 		{"missing argument", []string{"check"}, ExitUsage, "exactly one savepoint"},
 		{"missing required flag", []string{"keygroups", "plan", "--from", "2"}, ExitUsage, "keygroups plan: --max-parallelism, --to required"},
