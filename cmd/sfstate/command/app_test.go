@@ -3,10 +3,15 @@ package command
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sfstate/sfstate/internal/fixtures"
 )
 
 func run(t *testing.T, args ...string) (string, string, int) {
@@ -81,5 +86,46 @@ func TestVersion(t *testing.T) {
 	text, _, _ := run(t, "--version")
 	if !strings.Contains(text, runtime.Version()) || (v.RocksDB == "") != strings.Contains(text, "no RocksDB support") {
 		t.Fatalf("--version:\n%s", text)
+	}
+}
+
+// TestExitCodesDocumented: README's exit-code table and --help list the
+// same codes as the constants ExitCode returns.
+func TestExitCodesDocumented(t *testing.T) {
+	root, err := fixtures.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var readme []string
+	in := false
+	for _, l := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(l, "| exit code |"):
+			in = true
+		case in && strings.HasPrefix(l, "|---"):
+		case in && strings.HasPrefix(l, "| "):
+			readme = append(readme, strings.TrimSpace(strings.Split(l, "|")[1]))
+		default:
+			in = false
+		}
+	}
+	want := []string{"0", "1", "2", "3", "4", "130"}
+	for _, c := range []int{ExitOK, ExitCheckFailed, ExitUsage, ExitIO, ExitUnsupported, ExitInterrupted} {
+		if !strings.Contains(strings.Join(want, " "), strconv.Itoa(c)) {
+			t.Fatalf("exit code %d missing from the documented set", c)
+		}
+	}
+	if strings.Join(readme, " ") != strings.Join(want, " ") {
+		t.Fatalf("README exit-code table lists %v, want %v", readme, want)
+	}
+	help, _, _ := run(t, "--help")
+	for _, c := range want {
+		if !regexp.MustCompile(`(?m)^   ` + c + ` +\S`).MatchString(help) {
+			t.Errorf("--help lacks exit code %s", c)
+		}
 	}
 }
