@@ -113,11 +113,9 @@ func TestExitCodesDocumented(t *testing.T) {
 			in = false
 		}
 	}
-	want := []string{"0", "1", "2", "3", "4", "130"}
+	var want []string
 	for _, c := range []int{ExitOK, ExitCheckFailed, ExitUsage, ExitIO, ExitUnsupported, ExitInterrupted} {
-		if !strings.Contains(strings.Join(want, " "), strconv.Itoa(c)) {
-			t.Fatalf("exit code %d missing from the documented set", c)
-		}
+		want = append(want, strconv.Itoa(c))
 	}
 	if strings.Join(readme, " ") != strings.Join(want, " ") {
 		t.Fatalf("README exit-code table lists %v, want %v", readme, want)
