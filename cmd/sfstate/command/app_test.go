@@ -3,6 +3,7 @@ package command
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -44,6 +45,9 @@ func TestHelpText(t *testing.T) {
 	doubled := regexp.MustCompile(`\(default[^)]*\)[^\n]*\(default`)
 	for _, args := range [][]string{{"--help"}, {"inspect", "--help"}, {"rescale", "--help"}, {"check", "--help"},
 		{"keygroups", "assign", "--help"}, {"verify", "--help"}, {"migrate", "--help"}} {
+		if args[0] != "--help" && findCommand(NewApp(io.Discard, io.Discard).Commands, args[0]) == nil {
+			continue // not in this build (migrate needs cgo)
+		}
 		out, _, code := run(t, args...)
 		if code != ExitOK {
 			t.Fatalf("%v: exit %d", args, code)
