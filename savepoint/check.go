@@ -43,6 +43,10 @@ type Problem struct {
 	Subtask  int    `json:"subtask"`
 	KeyGroup int    `json:"keyGroup"`
 	Message  string `json:"message"`
+	// Unsupported: the data is valid as far as it was read but uses a form
+	// this module does not decode (an unknown serializer snapshot class, a
+	// legacy layout); nothing is known to be wrong with it.
+	Unsupported bool `json:"unsupported,omitempty"`
 }
 
 func (p Problem) String() string {
@@ -539,7 +543,8 @@ func keyString(v serde.Value) string {
 // problemFromErr turns a keyed reader error into a Problem keeping its
 // file, key group and offset.
 func problemFromErr(kind, file, opID string, subtask int, err error) Problem {
-	p := Problem{Kind: kind, File: file, Offset: -1, Operator: opID, Subtask: subtask, KeyGroup: -1, Message: err.Error()}
+	p := Problem{Kind: kind, File: file, Offset: -1, Operator: opID, Subtask: subtask, KeyGroup: -1, Message: err.Error(),
+		Unsupported: errors.Is(err, ErrUnsupported) || errors.Is(err, serde.ErrUnsupported) || errors.Is(err, serde.ErrUnknownSnapshot)}
 	var ke *keyed.Error
 	if errors.As(err, &ke) {
 		if ke.File != "" {

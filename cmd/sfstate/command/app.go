@@ -179,7 +179,7 @@ func NewApp(out, errOut io.Writer) *cli.App {
 		if c.Name == "bench" {
 			c.Subcommands = benchCommands()
 		}
-		prepareCommand(c, names)
+		prepareCommand(c, names, "")
 	}
 	regMu.Unlock()
 	return app
@@ -192,7 +192,8 @@ var prepared = map[*cli.Command]bool{}
 // prepareCommand drops a command's own copies of global flags (so that
 // c.String("s3-endpoint") reads the global one wherever it was given),
 // attaches the usage-error handler and the exit-code footer, recursively.
-func prepareCommand(c *cli.Command, global map[string]bool) {
+func prepareCommand(c *cli.Command, global map[string]bool, parent string) {
+	path := strings.TrimSpace(parent + " " + c.Name)
 	kept := c.Flags[:0:0]
 	for _, f := range c.Flags {
 		dup := false
@@ -204,6 +205,32 @@ func prepareCommand(c *cli.Command, global map[string]bool) {
 		}
 	}
 	c.Flags = kept
+	// Required flags are checked here, not by urfave (which prints the
+	// whole help before its error): one line naming what is missing.
+	var required []string
+	for _, f := range c.Flags {
+		if unrequire(f) {
+			required = append(required, f.Names()[0])
+		}
+	}
+	if len(required) > 0 {
+		before := c.Before
+		c.Before = func(ctx *cli.Context) error {
+			var missing []string
+			for _, n := range required {
+				if !ctx.IsSet(n) {
+					missing = append(missing, dashed(n))
+				}
+			}
+			if len(missing) > 0 {
+				return &UsageError{Msg: fmt.Sprintf("%s: %s required", path, strings.Join(missing, ", "))}
+			}
+			if before != nil {
+				return before(ctx)
+			}
+			return nil
+		}
+	}
 	if c.OnUsageError == nil {
 		c.OnUsageError = func(c *cli.Context, err error, _ bool) error { return flagUsageError(c, err) }
 	}
@@ -211,8 +238,36 @@ func prepareCommand(c *cli.Command, global map[string]bool) {
 		c.CustomHelpTemplate = cli.CommandHelpTemplate + "\nGLOBAL OPTIONS (before or after the command): --json, --quiet, --no-progress, --verbose,\n   --s3-endpoint URL, --profile NAME, --region NAME, --no-sign-request (see sfstate --help)\n\n" + exitHelp + "\n"
 	}
 	for _, s := range c.Subcommands {
-		prepareCommand(s, global)
+		prepareCommand(s, global, path)
 	}
+}
+
+// unrequire clears a flag's Required mark (noting it in its usage) and
+// reports whether it was set.
+func unrequire(f cli.Flag) bool {
+	switch x := f.(type) {
+	case *cli.IntFlag:
+		if x.Required {
+			x.Required, x.Usage = false, x.Usage+" (required)"
+			return true
+		}
+	case *cli.Int64Flag:
+		if x.Required {
+			x.Required, x.Usage = false, x.Usage+" (required)"
+			return true
+		}
+	case *cli.StringFlag:
+		if x.Required {
+			x.Required, x.Usage = false, x.Usage+" (required)"
+			return true
+		}
+	case *cli.Float64Flag:
+		if x.Required {
+			x.Required, x.Usage = false, x.Usage+" (required)"
+			return true
+		}
+	}
+	return false
 }
 
 // defaultRE finds urfave's " (default: X)" suffix in a flag's help line.
@@ -282,6 +337,13 @@ func MainContext(ctx context.Context, args []string, out, errOut io.Writer) int 
 		fmt.Fprintf(errOut, "%s\n", err)
 		return ExitUsage
 	}
+	if versionRequested(rest) {
+		// --version anywhere prints the version, whatever the command.
+		rest = []string{"--version"}
+		if GlobalsFromArgs(args[1:]).JSON {
+			rest = append(rest, "--json")
+		}
+	}
 	err = app.RunContext(ctx, append([]string{args[0]}, rest...))
 	if err == nil {
 		return ExitOK
@@ -313,6 +375,30 @@ func positional(args []string) []string {
 		}
 	}
 	return nil
+}
+
+func versionRequested(args []string) bool {
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--version" || a == "-version" || a == "--version=true" {
+			return true
+		}
+	}
+	return false
+}
+
+// GlobalsFromArgs reads --json from raw arguments (before a command ran).
+func GlobalsFromArgs(args []string) Globals {
+	var g Globals
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		g.JSON = g.JSON || a == "--json" || a == "-json" || a == "--json=true"
+	}
+	return g
 }
 
 func verboseRequested(args []string) bool {

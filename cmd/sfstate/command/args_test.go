@@ -140,3 +140,50 @@ func TestFlagsAfterArguments(t *testing.T) {
 		t.Fatalf("keygroups assign -1: exit %d: %s%s", code, o, e)
 	}
 }
+
+// FuzzNormalizeArgs: any argument list is either refused with a usage
+// error or reordered into one that keeps every argument, puts positional
+// arguments after "--", and normalizes to itself again.
+func FuzzNormalizeArgs(f *testing.F) {
+	for _, s := range []string{"rescale SP --parallelism 3 --out SP-p3", "inspect --json SP", "keygroups assign -m 128 -1 5 -p 4",
+		"inspect -- --weird", "--s3-endpoint http://x inspect s3://b/p --dump", "help inspect", "bench storage --quick",
+		"keygroups assign --key-type=int -- -1", "inspect --metadata-only=false SP"} {
+		f.Add(s)
+	}
+	app := NewApp(io.Discard, io.Discard)
+	f.Fuzz(func(t *testing.T, s string) {
+		args := strings.Fields(s)
+		if len(args) > 64 {
+			return
+		}
+		out, err := normalizeArgs(app, args)
+		if err != nil {
+			if ExitCode(err) != ExitUsage {
+				t.Fatalf("%q: error %v is not a usage error", s, err)
+			}
+			return
+		}
+		if len(args) > 0 && (args[0] == "help" || args[0] == "h") {
+			return
+		}
+		count := func(xs []string) map[string]int {
+			m := map[string]int{}
+			for _, x := range xs {
+				if x != "--" {
+					m[x]++
+				}
+			}
+			return m
+		}
+		a, b := count(args), count(out)
+		for k, n := range a {
+			if b[k] != n {
+				t.Fatalf("%q -> %q: %q appears %d times, not %d", s, out, k, b[k], n)
+			}
+		}
+		again, err := normalizeArgs(app, out)
+		if err != nil || strings.Join(again, "\x00") != strings.Join(out, "\x00") {
+			t.Fatalf("%q -> %q -> %q (%v): not stable", s, out, again, err)
+		}
+	})
+}

@@ -95,7 +95,7 @@ func runCheck(c *cli.Context) error {
 		}
 	} else {
 		for _, p := range probs {
-			fmt.Fprintln(w, p.String())
+			fmt.Fprintln(w, oneOffset(p.String()))
 		}
 		if !g.Quiet {
 			status := "ok"
@@ -112,6 +112,16 @@ func runCheck(c *cli.Context) error {
 		}
 	}
 	if len(probs) > 0 {
+		unsupported := 0
+		for _, p := range probs {
+			if p.Unsupported {
+				unsupported++
+			}
+		}
+		if unsupported == len(probs) {
+			// Nothing found wrong, but not all of it could be checked.
+			return Failf(ExitUnsupported, "%s: %s sfstate does not decode (nothing found wrong)", sp.Name(), plural(len(probs), "part"))
+		}
 		return Failf(ExitCheckFailed, "%s: %s found", sp.Name(), plural(len(probs), "problem"))
 	}
 	return nil

@@ -117,8 +117,10 @@ var (
 	offsetRE   = regexp.MustCompile(`at offset (\d+): `)
 	atoiRE     = regexp.MustCompile(`strconv\.Parse(?:Int|Uint|Float|Bool)?: parsing "([^"]*)": (invalid syntax|value out of range)`)
 	atoiFullRE = regexp.MustCompile(`strconv\.Atoi: parsing "([^"]*)": (invalid syntax|value out of range)`)
+	requiredRE = regexp.MustCompile(`Required flags? "(.*)" (?:is|are)? ?not set`)
 	objTwiceRE = regexp.MustCompile(`(\S+)/([^/\s:]+): (\S+): (\w+) ([^/\s:]+): `)
 	flagValRE  = regexp.MustCompile(`^invalid value "([^"]*)" for flag -{1,2}([A-Za-z0-9-]+): (.*)$`)
+	boolValRE  = regexp.MustCompile(`^invalid boolean value "([^"]*)" for -{1,2}([A-Za-z0-9-]+): (.*)$`)
 )
 
 // Message renders err as the one line the user sees: no repeated offsets,
@@ -165,16 +167,14 @@ func Message(err error, ec errorContext) string {
 	}
 	msg = atoiFullRE.ReplaceAllStringFunc(msg, func(s string) string { return numberText(atoiFullRE.FindStringSubmatch(s)) })
 	msg = atoiRE.ReplaceAllStringFunc(msg, func(s string) string { return numberText(atoiRE.FindStringSubmatch(s)) })
-	// The same offset said twice by nested decoders.
-	seen := map[string]bool{}
-	msg = offsetRE.ReplaceAllStringFunc(msg, func(s string) string {
-		if seen[s] {
-			return ""
+	msg = requiredRE.ReplaceAllStringFunc(msg, func(s string) string {
+		var names []string
+		for _, n := range strings.Split(requiredRE.FindStringSubmatch(s)[1], `", "`) {
+			names = append(names, dashed(n))
 		}
-		seen[s] = true
-		return s
+		return strings.Join(names, ", ") + " required"
 	})
-	msg = strings.ReplaceAll(msg, "binfmt: ", "")
+	msg = oneOffset(msg)
 	// "DIR/_metadata: DIR: stat _metadata: ..." names one object twice.
 	msg = objTwiceRE.ReplaceAllStringFunc(msg, func(s string) string {
 		m := objTwiceRE.FindStringSubmatch(s)
@@ -185,6 +185,20 @@ func Message(err error, ec errorContext) string {
 	})
 	msg = strings.TrimPrefix(msg, "savepoint: ")
 	return msg
+}
+
+// oneOffset drops repeats of "at offset N: " (nested decoders each naming
+// the same position) and the decoding helper's package label.
+func oneOffset(msg string) string {
+	seen := map[string]bool{}
+	msg = offsetRE.ReplaceAllStringFunc(msg, func(s string) string {
+		if seen[s] {
+			return ""
+		}
+		seen[s] = true
+		return s
+	})
+	return strings.ReplaceAll(msg, "binfmt: ", "")
 }
 
 func numberText(m []string) string {
@@ -257,6 +271,9 @@ func causeChain(err error) []string {
 // flagUsageError turns urfave's "invalid value "x" for flag -name: parse
 // error" into a message that says what the flag wants.
 func flagUsageError(c *cli.Context, err error) error {
+	if m := boolValRE.FindStringSubmatch(err.Error()); m != nil {
+		return &UsageError{Msg: flagValueMessage(m[2], m[1], &cli.BoolFlag{})}
+	}
 	m := flagValRE.FindStringSubmatch(err.Error())
 	if m == nil {
 		return Fail(ExitUsage, err)

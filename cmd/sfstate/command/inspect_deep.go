@@ -104,6 +104,9 @@ func runInspectDeep(c *cli.Context, sp *savepoint.Savepoint, o savepoint.ScanOpt
 		op.KeyGroups = op.stats.Total()
 	}
 	if g.JSON {
+		if !c.IsSet("now") {
+			sum.NowMillis = 0 // the current time is not part of the answer
+		}
 		return writeJSON(c.App.Writer, sum)
 	}
 	renderDeep(c.App.Writer, sum)

@@ -70,6 +70,7 @@ func TestJSONOutputsCgo(t *testing.T) {
 	bucket := migrateSourceDir(t)
 	cases := [][]string{
 		{"inspect", "--deep", native},
+		{"inspect", "--deep", "--ttl", "24h", native},
 		{"inspect", "--deep", "--dump", "--limit", "20", native},
 		{"verify", "--backends", "heap", "--parallelism", "0", sp},
 		{"verify", "--backends", "rocksdb,heap", "--ttl", "24h", "--now", "2024-02-01T00:00:00Z", "--parallelism", "0,2", sp},
@@ -82,6 +83,9 @@ func TestJSONOutputsCgo(t *testing.T) {
 		o, e, code := run(t, append([]string{"--json"}, args...)...)
 		if code != ExitOK {
 			t.Fatalf("%v: exit %d: %s", args, code, e)
+		}
+		if strings.Contains(o, "nowMillis") && !strings.Contains(strings.Join(args, " "), "--now") {
+			t.Errorf("%v: volatile nowMillis without --now", args)
 		}
 		// Decoded entries are data: Java longs keep their full range.
 		checkJSONConventions(t, strings.Join(args[:2], " "), o, ".key", ".namespace", ".userKey", ".value")

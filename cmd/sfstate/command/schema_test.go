@@ -301,6 +301,22 @@ func TestJSONSchemas(t *testing.T) {
 	}
 	checkSchema(t, "inspect", "sfstate inspect --json", inspect...)
 	checkSchema(t, "inspect-dump", "sfstate inspect --dump --json (one JSON object per line)", dump...)
+	// A check that found problems, one of them in a form sfstate does not
+	// decode (the fixtures are clean).
+	var bad map[string]any
+	if err := json.Unmarshal([]byte(check[0]), &bad); err != nil {
+		t.Fatal(err)
+	}
+	bad["ok"] = false
+	bad["problems"] = []any{
+		map[string]any{"kind": "size", "file": "f", "offset": -1, "operator": "o", "subtask": 0, "keyGroup": -1, "message": "m"},
+		map[string]any{"kind": "header", "file": "f", "offset": 7, "subtask": 1, "keyGroup": -1, "message": "m", "unsupported": true},
+	}
+	var badOut bytes.Buffer
+	if err := writeJSON(&badOut, bad); err != nil {
+		t.Fatal(err)
+	}
+	check = append(check, badOut.String())
 	checkSchema(t, "check", "sfstate check --json", check...)
 	checkSchema(t, "rescale", "sfstate rescale --json", rescale...)
 	checkSchema(t, "keygroups-assign", "sfstate keygroups assign --json",
