@@ -47,6 +47,10 @@ func withGlobalOperator(t *testing.T) (*savepoint.Savepoint, string) {
 	if err := os.WriteFile(filepath.Join(dir, "sp", savepoint.MetadataName), b, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The sums file describes the _metadata written before this edit.
+	if err := os.Remove(filepath.Join(dir, "sp", savepoint.SumsName)); err != nil {
+		t.Fatal(err)
+	}
 	sp, err := savepoint.Open(ctx, store, "sp/"+savepoint.MetadataName)
 	if err != nil {
 		t.Fatal(err)

@@ -125,7 +125,7 @@ func TestEveryLevelOpens(t *testing.T) {
 			t.Errorf("%s: exit %d: %s", arg, code, errOut)
 		}
 	}
-	if _, errOut, code := run(t, "inspect", filepath.Join(root, "missing")); code != ExitIO || !strings.Contains(errOut, "no such directory") {
+	if _, errOut, code := run(t, "inspect", filepath.Join(root, "missing")); code != ExitIO || !strings.Contains(errOut, "no such file or directory") {
 		t.Errorf("missing directory: exit %d: %s", code, errOut)
 	}
 }
