@@ -82,7 +82,8 @@ func (b *Bar) Add(n int64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.done += n
-	if now := b.now(); !b.drawn || now.Sub(b.lastOut) >= redraw {
+	// The first and the final state are drawn whatever the interval.
+	if now := b.now(); !b.drawn || now.Sub(b.lastOut) >= redraw || (b.total > 0 && b.done >= b.total) {
 		b.lastOut = now
 		b.draw(now)
 	}

@@ -156,3 +156,16 @@ func TestETAAndRatio(t *testing.T) {
 		}
 	}
 }
+
+func TestBarDrawsFinalState(t *testing.T) {
+	c := &clock{t: time.Unix(0, 0)}
+	var w fakeTTY
+	b := newTestBar(&w, c, "", 10, "files")
+	c.t = c.t.Add(time.Second)
+	b.Add(5)
+	w.Reset()
+	b.Add(5) // within the redraw interval, but the total is reached
+	if got := w.String(); got != "\r100% 10/10 files 10/s\x1b[K" {
+		t.Fatalf("final state %q", got)
+	}
+}

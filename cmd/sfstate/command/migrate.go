@@ -17,6 +17,7 @@ import (
 
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/internal/progress"
 	"github.com/sfstate/sfstate/migrate"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -179,7 +180,16 @@ func runMigrate(c *cli.Context) error {
 			return true, bucket.Copy(ctx, sp+key, dp+key)
 		}
 	}
+	label := "migrating"
+	if opts.DryRun {
+		label = "digesting"
+	}
+	bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, label, 0, "key groups")
+	if bar != nil {
+		opts.Progress = bar
+	}
 	rep, err := migrate.Checkpoint(ctx, src, dst, opts)
+	bar.Done()
 	if rep != nil {
 		rep.Destination = dstLoc.String()
 	}

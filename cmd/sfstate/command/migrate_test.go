@@ -3,6 +3,7 @@
 package command
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
@@ -259,5 +260,36 @@ func TestMigrateReportDiffers(t *testing.T) {
 		!regexp.MustCompile(`(?m)^\s+1\s+1\s+1\s+0\s+0{13}abc\s+migrated DIFFERS`).MatchString(out) ||
 		!strings.Contains(out, "1 key group differs") || strings.Contains(out, " 776 ") {
 		t.Fatalf("differing group not listed alone:\n%s", out)
+	}
+}
+
+// ttyBuffer is a stderr that says it is a terminal.
+type ttyBuffer struct{ bytes.Buffer }
+
+func (*ttyBuffer) IsTerminal() bool { return true }
+
+// TestMigrateProgress: on a terminal migrate draws the compact bar in key
+// groups and erases it before the report; --no-progress and a pipe get
+// nothing on stderr.
+func TestMigrateProgress(t *testing.T) {
+	src := migrateSourceDir(t)
+	var out bytes.Buffer
+	var tty ttyBuffer
+	if code := Main([]string{"sfstate", "migrate", "--dry-run", src, filepath.Join(t.TempDir(), "dst")}, &out, &tty); code != ExitOK {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), tty.String())
+	}
+	e := tty.String()
+	if !regexp.MustCompile(`^\rdigesting \d+% \d+/128 key groups`).MatchString(e) || !strings.HasSuffix(e, "\r\x1b[K") {
+		t.Fatalf("stderr on a terminal: %q", e)
+	}
+	if !strings.Contains(e, "100% 128/128 key groups") {
+		t.Fatalf("bar never reached the total: %q", e)
+	}
+	tty.Reset()
+	if code := Main([]string{"sfstate", "--no-progress", "migrate", "--dry-run", src, filepath.Join(t.TempDir(), "dst")}, &out, &tty); code != ExitOK || tty.Len() != 0 {
+		t.Fatalf("--no-progress: exit %d, stderr %q", code, tty.String())
+	}
+	if _, errOut, code := run(t, "migrate", "--dry-run", src, filepath.Join(t.TempDir(), "dst")); code != ExitOK || errOut != "" {
+		t.Fatalf("piped: exit %d, stderr %q", code, errOut)
 	}
 }
