@@ -263,11 +263,6 @@ func TestMigrateReportDiffers(t *testing.T) {
 	}
 }
 
-// ttyBuffer is a stderr that says it is a terminal.
-type ttyBuffer struct{ bytes.Buffer }
-
-func (*ttyBuffer) IsTerminal() bool { return true }
-
 // TestMigrateProgress: on a terminal migrate draws the compact bar in key
 // groups and erases it before the report; --no-progress and a pipe get
 // nothing on stderr.
