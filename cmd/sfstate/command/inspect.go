@@ -153,7 +153,7 @@ func runInspect(c *cli.Context) error {
 		return Fail(ExitUsage, err)
 	}
 	if !c.Bool("metadata-only") {
-		bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "reading key groups", 0, "key groups")
+		bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "reading", 0, "key groups")
 		if bar != nil {
 			opts.Progress = bar
 		}
