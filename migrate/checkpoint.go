@@ -70,6 +70,14 @@ type Options struct {
 	// recognized without them.
 	SrcLocalDir, DstLocalDir string
 
+	// Progress, when set, is told the key groups of the checkpoint and
+	// advanced by a subtask's key groups when it is migrated (or was
+	// already, by an earlier run). *progress.Bar fits.
+	Progress interface {
+		SetTotal(total int64)
+		Add(n int64)
+	}
+
 	// tamper, when set, may alter each record before it is written (tests
 	// of the verification).
 	tamper func(k, v []byte)
@@ -327,6 +335,14 @@ func Checkpoint(ctx context.Context, src, dst s3.Storage, opts Options) (*Report
 	subs := make([]checkpoint.Subtask, len(m.Subtasks))
 	uploaded := make([]int64, len(m.Subtasks))
 	results := make([]*journalEntry, len(m.Subtasks))
+	groupsOf := func(st *checkpoint.Subtask) int64 { return int64(st.EndKeyGroup - st.StartKeyGroup + 1) }
+	if opts.Progress != nil {
+		var total int64
+		for i := range m.Subtasks {
+			total += groupsOf(&m.Subtasks[i])
+		}
+		opts.Progress.SetTotal(total)
+	}
 	g, _ := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, opts.Parallel))
 	for i := range m.Subtasks {
@@ -334,6 +350,9 @@ func Checkpoint(ctx context.Context, src, dst s3.Storage, opts Options) (*Report
 		if e, ok := done[st.Index]; ok {
 			rep.Resumed++
 			results[i] = e
+			if opts.Progress != nil {
+				opts.Progress.Add(groupsOf(st))
+			}
 			continue
 		}
 		g.Go(func() error {
@@ -342,6 +361,9 @@ func Checkpoint(ctx context.Context, src, dst s3.Storage, opts Options) (*Report
 				return fmt.Errorf("migrate: checkpoint %d, subtask %d: %w", id, st.Index, err)
 			}
 			results[i] = e
+			if opts.Progress != nil {
+				opts.Progress.Add(groupsOf(st))
+			}
 			return nil
 		})
 	}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // WriteJSON writes the report with every digest.
@@ -58,7 +59,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		row := []string{shortID(os[0]), os[1], r.stateKind(os[0], os[1]), fmt.Sprint(tot.Entries), fmt.Sprint(tot.Counts), fmt.Sprint(tot.Associations), "-", "-"}
 		if tot.TTLEntries > 0 {
-			row[6], row[7] = fmt.Sprint(tot.TTLMin), fmt.Sprint(tot.TTLMax)
+			row[6], row[7] = rfc3339Millis(tot.TTLMin), rfc3339Millis(tot.TTLMax)
 		}
 		if r.TTL != nil {
 			row = append(row, fmt.Sprint(tot.Expired))
@@ -115,6 +116,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	_, err := fmt.Fprintln(w, verdict)
 	return err
+}
+
+// rfc3339Millis formats a TTL timestamp (epoch milliseconds) for people, as
+// inspect does; the JSON report keeps the epoch milliseconds.
+func rfc3339Millis(ms int64) string {
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
 }
 
 func orNone(s string) string {

@@ -69,7 +69,7 @@ func runCheck(c *cli.Context) error {
 	} else if c.Bool("record-overwrite") {
 		return Failf(ExitUsage, "--record-overwrite needs --record")
 	}
-	bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "checking key groups", 0, "key groups")
+	bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "checking", 0, "key groups")
 	if bar != nil {
 		opts.Progress = bar
 	}

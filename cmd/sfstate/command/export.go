@@ -79,7 +79,7 @@ func runExport(c *cli.Context) error {
 	if err != nil {
 		return Fail(ExitIO, err)
 	}
-	bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "exporting key groups", 0, "key groups")
+	bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "exporting", 0, "key groups")
 	o.Progress = bar
 	man, err := stateexport.Export(ctx, sp, out, o)
 	bar.Done()

@@ -3,8 +3,10 @@ package command
 import (
 	"fmt"
 	"io"
+	"sort"
 	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/sfstate/sfstate/internal/progress"
@@ -41,6 +43,7 @@ decoded (Flink's or the engine's key layout, detected from the metadata).`,
 			&cli.StringFlag{Name: "now", Usage: "reference time for --ttl: RFC 3339 or epoch milliseconds (default: current time)"},
 			&cli.StringFlag{Name: "html", Usage: "also write a self-contained HTML report to `FILE`"},
 			&cli.StringSliceFlag{Name: "names", Usage: "name operators in the summary and report: `ID=NAME` or UID=NAME (repeatable)"},
+			&cli.BoolFlag{Name: "files", Usage: "list every file of native RocksDB handles (default: count and bytes per subtask)"},
 			&cli.BoolFlag{Name: "metadata-only", Usage: "do not read state files; report sizes from the metadata only"},
 			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "state files read at once for the summary (not --dump, which keeps file order)"},
 			savepointS3EndpointFlag, allowRootFlag, mapFlag, checkpointFlag,
@@ -150,7 +153,7 @@ func runInspect(c *cli.Context) error {
 		return Fail(ExitUsage, err)
 	}
 	if !c.Bool("metadata-only") {
-		bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "reading key groups", 0, "key groups")
+		bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "reading", 0, "key groups")
 		if bar != nil {
 			opts.Progress = bar
 		}
@@ -181,12 +184,14 @@ func runInspect(c *cli.Context) error {
 		}
 		return writeJSON(out, sum)
 	}
-	renderSummary(out, sum, opts)
+	renderSummary(out, sum, opts, c.Bool("files"))
 	return nil
 }
 
 // renderSummary prints the human-readable summary.
-func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
+// With files, native (RocksDB) handles list every file; else one line per
+// subtask.
+func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions, files bool) {
 	fmt.Fprintf(w, "savepoint    %s\n", s.Source)
 	kind := s.FormatType
 	if s.FormatInferred {
@@ -261,14 +266,7 @@ func renderSummary(w io.Writer, s *savepoint.Summary, o savepoint.ScanOptions) {
 			renderKeyGroupLine(w, d)
 		}
 		if len(op.NativeFiles) > 0 {
-			fmt.Fprintf(w, "  native files:\n")
-			for _, f := range op.NativeFiles {
-				sh := ""
-				if f.Shared {
-					sh = " (shared)"
-				}
-				fmt.Fprintf(w, "    subtask %-3d %-20s %10d B%s\n", f.Subtask, f.Name, f.Bytes, sh)
-			}
+			renderNativeFiles(w, op.NativeFiles, files)
 		}
 		for _, os := range op.OperatorStates {
 			typ := ""
@@ -320,4 +318,69 @@ func renderKeyGroupLine(w io.Writer, d *savepoint.KeyGroupDist) {
 // summary scan (canonical and heap layouts).
 func inspectDecoded(layout string) bool {
 	return layout == savepoint.LayoutCanonical || layout == savepoint.LayoutNativeHeap || layout == savepoint.LayoutChangelog
+}
+
+// renderNativeFiles prints the files of an operator's native (RocksDB)
+// handles: a total line, then per subtask the number of files, how many
+// are SST files and how many are shared with other checkpoints (Flink's
+// incremental handles keep the SST files shared and MANIFEST, CURRENT and
+// OPTIONS private), and their bytes. The files' RocksDB levels live in the
+// MANIFEST, not in the metadata (--deep reads them with RocksDB). With list,
+// every file follows its subtask's line.
+func renderNativeFiles(w io.Writer, files []savepoint.FileSummary, list bool) {
+	type agg struct {
+		files, sst, shared int
+		bytes              int64
+		names              []savepoint.FileSummary
+	}
+	var order []int
+	per := map[int]*agg{}
+	var total int64
+	for _, f := range files {
+		a := per[f.Subtask]
+		if a == nil {
+			a = &agg{}
+			per[f.Subtask] = a
+			order = append(order, f.Subtask)
+		}
+		a.files++
+		a.bytes += f.Bytes
+		total += f.Bytes
+		if strings.HasSuffix(f.Name, ".sst") {
+			a.sst++
+		}
+		if f.Shared {
+			a.shared++
+		}
+		if list {
+			a.names = append(a.names, f)
+		}
+	}
+	sort.Ints(order)
+	hint := "; --files lists each"
+	if list {
+		hint = ""
+	}
+	fmt.Fprintf(w, "  native files: %s, %s in %s%s\n", plural(len(files), "file"), inspectBytes(total), plural(len(order), "subtask"), hint)
+	if list {
+		for _, st := range order {
+			a := per[st]
+			fmt.Fprintf(w, "    subtask %d: %s (%d SST, %d shared), %s\n", st, plural(a.files, "file"), a.sst, a.shared, inspectBytes(a.bytes))
+			for _, f := range a.names {
+				sh := ""
+				if f.Shared {
+					sh = " (shared)"
+				}
+				fmt.Fprintf(w, "      %-20s %10d B%s\n", f.Name, f.Bytes, sh)
+			}
+		}
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "    subtask\tfiles\tsst\tshared\tbytes\t")
+	for _, st := range order {
+		a := per[st]
+		fmt.Fprintf(tw, "    %d\t%d\t%d\t%d\t%s\t\n", st, a.files, a.sst, a.shared, inspectBytes(a.bytes))
+	}
+	tw.Flush()
 }

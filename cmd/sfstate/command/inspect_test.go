@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -399,5 +400,77 @@ func TestInspectS3URL(t *testing.T) {
 	}
 	if _, _, code := run(t, "inspect", "s3://"+srv.Bucket+"/missing"); code != ExitIO {
 		t.Fatalf("missing savepoint: exit %d", code)
+	}
+}
+
+// TestInspectNativeFilesSummary: native RocksDB handles are summarized per
+// subtask (files, SST files, shared, bytes, as the JSON file list adds up);
+// --files lists every file.
+func TestInspectNativeFilesSummary(t *testing.T) {
+	sp := fixtureSavepoint(t, "flink1.20-rocksdb-NATIVE-incremental-for-contrast")
+	js, errOut, code := run(t, "--json", "inspect", sp)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var sum struct {
+		Operators []struct {
+			NativeFiles []struct {
+				Subtask int    `json:"subtask"`
+				Name    string `json:"name"`
+				Bytes   int64  `json:"bytes"`
+				Shared  bool   `json:"shared"`
+			} `json:"nativeFiles"`
+		} `json:"operators"`
+	}
+	if err := json.Unmarshal([]byte(js), &sum); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := run(t, "inspect", sp)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	all, _, code := run(t, "inspect", "--files", sp)
+	if code != ExitOK {
+		t.Fatalf("--files: exit %d", code)
+	}
+	files := 0
+	for _, op := range sum.Operators {
+		type agg struct{ files, sst, shared int }
+		per := map[int]*agg{}
+		for _, f := range op.NativeFiles {
+			a := per[f.Subtask]
+			if a == nil {
+				a = &agg{}
+				per[f.Subtask] = a
+			}
+			a.files++
+			if strings.HasSuffix(f.Name, ".sst") {
+				a.sst++
+			}
+			if f.Shared {
+				a.shared++
+			}
+			files++
+		}
+		for st, a := range per {
+			row := fmt.Sprintf(`(?m)^\s+%d\s+%d\s+%d\s+%d\s+[0-9.]+ (B|KiB|MiB)$`, st, a.files, a.sst, a.shared)
+			if !regexp.MustCompile(row).MatchString(out) {
+				t.Errorf("no summary row %s:\n%s", row, out)
+			}
+			line := fmt.Sprintf("subtask %d: %s (%d SST, %d shared)", st, plural(a.files, "file"), a.sst, a.shared)
+			if !strings.Contains(all, line) {
+				t.Errorf("--files lacks %q", line)
+			}
+		}
+	}
+	if files == 0 {
+		t.Fatal("fixture has no native files")
+	}
+	if n := strings.Count(out, ".sst"); n != 0 {
+		t.Errorf("default output lists %d SST files:\n%s", n, out)
+	}
+	listed := regexp.MustCompile(`(?m)^      \S+\s+\d+ B( \(shared\))?$`).FindAllString(all, -1)
+	if len(listed) != files {
+		t.Errorf("--files lists %d files, the metadata has %d:\n%s", len(listed), files, all)
 	}
 }

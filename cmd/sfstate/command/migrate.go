@@ -17,6 +17,7 @@ import (
 
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/internal/progress"
 	"github.com/sfstate/sfstate/migrate"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -41,7 +42,7 @@ func init() {
 			&cli.StringFlag{Name: "work-dir", Usage: "scratch directory for RocksDB files (default: system temp)"},
 			&cli.IntFlag{Name: "memory-mib", Value: 64, Usage: "memory pool for buffered records"},
 			&cli.IntFlag{Name: "parallel", Usage: "subtasks migrated at once (default: number of CPUs)"},
-			&cli.BoolFlag{Name: "groups", Usage: "list every (side, key group) in the text report (default when at most 256)"},
+			&cli.BoolFlag{Name: "groups", Usage: "list every (side, key group) in the text report (default: per-side totals, and only the key groups that differ)"},
 			&cli.StringFlag{Name: "s3-endpoint", Usage: "S3 endpoint URL (e.g. http://127.0.0.1:7070)", EnvVars: []string{"SFSTATE_S3_ENDPOINT"}},
 		},
 		Action: runMigrate,
@@ -179,7 +180,16 @@ func runMigrate(c *cli.Context) error {
 			return true, bucket.Copy(ctx, sp+key, dp+key)
 		}
 	}
+	label := "migrating"
+	if opts.DryRun {
+		label = "digesting"
+	}
+	bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, label, 0, "key groups")
+	if bar != nil {
+		opts.Progress = bar
+	}
 	rep, err := migrate.Checkpoint(ctx, src, dst, opts)
+	bar.Done()
 	if rep != nil {
 		rep.Destination = dstLoc.String()
 	}
@@ -356,50 +366,7 @@ func printMigrateReport(w io.Writer, rep *migrate.Report, asJSON, groups bool) e
 	for _, o := range rep.Operators {
 		fmt.Fprintf(w, "operator %s (%d subtasks): %v; untouched states %v\n", o.ID, o.Subtasks, o.States, o.Untouched)
 		fmt.Fprintf(w, "  buckets read %d (%s), records %d (%s)\n", o.Buckets, inspectBytes(o.BytesIn), o.Rows, inspectBytes(o.BytesOut))
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "side\tkey group\tkeys\trows\tsum count\tsum assoc\thash (row,count,ts)\tcheck\t")
-		line := func(side string, kg string, s migrate.GroupStats, check string) {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%016x\t%s\t\n", side, kg, s.Keys, s.Rows, s.Count, s.Assoc, s.Hash, check)
-		}
-		bad := map[migrate.GroupID]bool{}
-		for _, m := range o.Mismatches {
-			bad[m.ID] = true
-		}
-		check := func(id migrate.GroupID) string {
-			switch {
-			case rep.DryRun:
-				return "-"
-			case bad[id]:
-				return "DIFFERS"
-			}
-			return "equal"
-		}
-		var tot [2]migrate.GroupStats
-		all := groups || len(o.Source.Groups) <= 256
-		for _, id := range o.Source.IDs() {
-			s := *o.Source.Groups[id]
-			t := &tot[id.Side&1]
-			t.Keys, t.Rows, t.Count, t.Assoc, t.Hash = t.Keys+s.Keys, t.Rows+s.Rows, t.Count+s.Count, t.Assoc+s.Assoc, t.Hash+s.Hash
-			if all || bad[id] {
-				line(id.Side.String(), strconv.Itoa(id.KeyGroup), s, check(id))
-			}
-		}
-		for side, t := range tot {
-			c := "equal"
-			if rep.DryRun {
-				c = "-"
-			} else if len(o.Mismatches) > 0 {
-				c = fmt.Sprintf("%d differ", len(o.Mismatches))
-			}
-			line([]string{"left", "right"}[side], "all", t, c)
-		}
-		tw.Flush()
-		if !all {
-			fmt.Fprintf(w, "  (%d side/key-group rows summarized; --groups or --json lists each)\n", len(o.Source.Groups))
-		}
-		for _, m := range o.Mismatches {
-			fmt.Fprintf(w, "  DIFFERS: %v\n", m)
-		}
+		printMigrateGroups(w, o, rep.DryRun, groups)
 	}
 	if !rep.DryRun {
 		fmt.Fprintf(w, "files: %d written (%s), %d carried by reference (%s), %d copied (%s); source bytes downloaded %s\n",
@@ -407,4 +374,79 @@ func printMigrateReport(w io.Writer, rep *migrate.Report, asJSON, groups bool) e
 			rep.FilesCopied, inspectBytes(rep.BytesCopied), inspectBytes(rep.BytesRead))
 	}
 	return nil
+}
+
+// migrateDiffersShown bounds the differing key groups the text report lists
+// without --groups (the JSON report lists every group).
+const migrateDiffersShown = 64
+
+// printMigrateGroups writes one operator's table: per side the totals over
+// all key groups (keys, rows, sums of counts and association counts, the
+// hash sum) and whether the migrated records match them. The per-(side, key
+// group) rows follow only with groups set, or for the groups that differ
+// (each with its source and its migrated figures), so that the report fits
+// a screen at any max parallelism.
+func printMigrateGroups(w io.Writer, o migrate.OperatorReport, dryRun, groups bool) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "side\tkey group\tkeys\trows\tsum count\tsum assoc\thash (row,count,ts)\tcheck\t")
+	line := func(side, kg string, s migrate.GroupStats, check string) {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%d\t%016x\t%s\t\n", side, kg, s.Keys, s.Rows, s.Count, s.Assoc, s.Hash, check)
+	}
+	bad := map[migrate.GroupID]migrate.Mismatch{}
+	for _, m := range o.Mismatches {
+		bad[m.ID] = m
+	}
+	var tot [2]migrate.GroupStats
+	var badSide [2]int
+	shown := 0
+	for _, id := range o.Source.IDs() {
+		s := *o.Source.Groups[id]
+		t := &tot[id.Side&1]
+		t.Keys, t.Rows, t.Count, t.Assoc, t.Hash = t.Keys+s.Keys, t.Rows+s.Rows, t.Count+s.Count, t.Assoc+s.Assoc, t.Hash+s.Hash
+		m, differs := bad[id]
+		if differs {
+			badSide[id.Side&1]++
+		}
+		switch {
+		case differs && (groups || shown < migrateDiffersShown):
+			shown++
+			line(id.Side.String(), strconv.Itoa(id.KeyGroup), m.Src, "source")
+			line("", "", m.Dst, "migrated DIFFERS")
+		case groups && !dryRun:
+			line(id.Side.String(), strconv.Itoa(id.KeyGroup), s, "equal")
+		case groups:
+			line(id.Side.String(), strconv.Itoa(id.KeyGroup), s, "-")
+		}
+	}
+	// Groups only the migrated side has (the source digest lacks them).
+	for _, m := range o.Mismatches {
+		if _, ok := o.Source.Groups[m.ID]; ok {
+			continue
+		}
+		badSide[m.ID.Side&1]++
+		if groups || shown < migrateDiffersShown {
+			shown++
+			line(m.ID.Side.String(), strconv.Itoa(m.ID.KeyGroup), m.Src, "source")
+			line("", "", m.Dst, "migrated DIFFERS")
+		}
+	}
+	for side, t := range tot {
+		c := "equal"
+		switch {
+		case dryRun:
+			c = "-"
+		case badSide[side] > 0:
+			c = plural(badSide[side], "key group") + " differ"
+			if badSide[side] == 1 {
+				c += "s"
+			}
+		}
+		line([]string{"left", "right"}[side], "all", t, c)
+	}
+	tw.Flush()
+	if n := len(o.Mismatches) - shown; n > 0 {
+		fmt.Fprintf(w, "  (%d more differing key groups; --groups or --json lists each)\n", n)
+	} else if !groups && len(o.Mismatches) == 0 {
+		fmt.Fprintf(w, "  (%d side/key-group rows summarized; --groups or --json lists each)\n", len(o.Source.Groups))
+	}
 }

@@ -3,10 +3,12 @@
 package command
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -191,5 +193,98 @@ func TestMigrateCommandNothingToMigrate(t *testing.T) {
 	}
 	if objs, _ := os.ReadDir(dst); len(objs) != 0 {
 		t.Fatal("something was written")
+	}
+}
+
+// TestMigrateReportFitsScreen: at max parallelism 32768 the default text
+// report (migrate, --dry-run, -q) stays under 40 lines, while --groups
+// lists every (side, key group).
+func TestMigrateReportFitsScreen(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "src")
+	st, err := s3.NewLocal(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 300 keys per side over 32768 key groups: about 600 (side, key group)
+	// rows, each of which the old report printed.
+	if _, err := migrate.GenerateCheckpoint(context.Background(), st, migrate.GenConfig{MaxParallelism: 32768, Keys: 300, Rows: 1200,
+		Payload: 8, OtherEntries: 10, Seed: 3, WorkDir: t.TempDir()}); err != nil {
+		t.Fatal(err)
+	}
+	lines := func(s string) int { return strings.Count(s, "\n") }
+	for _, args := range [][]string{{"migrate", "--dry-run"}, {"-q", "migrate", "--dry-run"}, {"migrate", "--work-dir", t.TempDir()}} {
+		out, errOut, code := run(t, append(args, dir, filepath.Join(t.TempDir(), "dst"))...)
+		if code != ExitOK {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+		if n := lines(out); n >= 40 {
+			t.Fatalf("%v: %d lines:\n%s", args, n, out)
+		}
+		if !regexp.MustCompile(`(?m)^\s*left\s+all\s+300\s+600\s`).MatchString(out) || !regexp.MustCompile(`(?m)^\s*right\s+all\s+300\s+600\s`).MatchString(out) {
+			t.Fatalf("%v: no per-side totals (300 keys, 600 rows):\n%s", args, out)
+		}
+		if args[len(args)-1] != "--dry-run" && strings.Count(out, " equal") != 2 {
+			t.Fatalf("%v: want both sides equal:\n%s", args, out)
+		}
+	}
+	out, errOut, code := run(t, "migrate", "--dry-run", "--groups", dir, filepath.Join(t.TempDir(), "dst"))
+	if code != ExitOK {
+		t.Fatalf("--groups: exit %d\n%s%s", code, out, errOut)
+	}
+	if n := lines(out); n < 500 {
+		t.Fatalf("--groups lists %d lines, want one per (side, key group):\n%s", n, out)
+	}
+}
+
+// TestMigrateReportDiffers: with a mismatch the table lists only the
+// differing key groups, each with its source and migrated figures.
+func TestMigrateReportDiffers(t *testing.T) {
+	src := migrate.NewDigest()
+	for kg := 0; kg < 1000; kg++ {
+		for side := 0; side < 2; side++ {
+			*src.Group(migrate.GroupID{Side: recordstore.Side(side), KeyGroup: kg}) = migrate.GroupStats{Keys: 1, Rows: 2, Count: 2, Hash: uint64(kg)}
+		}
+	}
+	bad := migrate.GroupID{Side: recordstore.Side(1), KeyGroup: 777}
+	m := migrate.Mismatch{ID: bad, Src: *src.Groups[bad], Dst: migrate.GroupStats{Keys: 1, Rows: 1, Count: 1, Hash: 0xabc}}
+	rep := &migrate.Report{CheckpointID: 1, Operators: []migrate.OperatorReport{{ID: "op", Source: src, Mismatches: []migrate.Mismatch{m}}}}
+	var b strings.Builder
+	if err := printMigrateReport(&b, rep, false, false); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if n := strings.Count(out, "\n"); n > 12 {
+		t.Fatalf("%d lines:\n%s", n, out)
+	}
+	if !regexp.MustCompile(`(?m)^\s*right\s+777\s+1\s+2\s+2\s+0\s+0{13}309\s+source`).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^\s+1\s+1\s+1\s+0\s+0{13}abc\s+migrated DIFFERS`).MatchString(out) ||
+		!strings.Contains(out, "1 key group differs") || strings.Contains(out, " 776 ") {
+		t.Fatalf("differing group not listed alone:\n%s", out)
+	}
+}
+
+// TestMigrateProgress: on a terminal migrate draws the compact bar in key
+// groups and erases it before the report; --no-progress and a pipe get
+// nothing on stderr.
+func TestMigrateProgress(t *testing.T) {
+	src := migrateSourceDir(t)
+	var out bytes.Buffer
+	var tty ttyBuffer
+	if code := Main([]string{"sfstate", "migrate", "--dry-run", src, filepath.Join(t.TempDir(), "dst")}, &out, &tty); code != ExitOK {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), tty.String())
+	}
+	e := tty.String()
+	if !regexp.MustCompile(`^\rdigesting \d+% \d+/128 key groups`).MatchString(e) || !strings.HasSuffix(e, "\r\x1b[K") {
+		t.Fatalf("stderr on a terminal: %q", e)
+	}
+	if !strings.Contains(e, "100% 128/128 key groups") {
+		t.Fatalf("bar never reached the total: %q", e)
+	}
+	tty.Reset()
+	if code := Main([]string{"sfstate", "--no-progress", "migrate", "--dry-run", src, filepath.Join(t.TempDir(), "dst")}, &out, &tty); code != ExitOK || tty.Len() != 0 {
+		t.Fatalf("--no-progress: exit %d, stderr %q", code, tty.String())
+	}
+	if _, errOut, code := run(t, "migrate", "--dry-run", src, filepath.Join(t.TempDir(), "dst")); code != ExitOK || errOut != "" {
+		t.Fatalf("piped: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -1,9 +1,11 @@
 package command
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -69,5 +71,28 @@ func TestRescaleUsage(t *testing.T) {
 	}
 	if _, _, code := runKG(t, "rescale", "-p", "2", "--out", t.TempDir(), filepath.Join(t.TempDir(), "missing")); code != ExitIO {
 		t.Errorf("missing source: exit %d, want %d", code, ExitIO)
+	}
+}
+
+// ttyBuffer is a stderr that says it is a terminal.
+type ttyBuffer struct{ bytes.Buffer }
+
+func (*ttyBuffer) IsTerminal() bool { return true }
+
+// TestRescaleProgress: on a terminal rescale --copy draws the compact byte
+// bar and erases it before the report; piped stderr stays empty.
+func TestRescaleProgress(t *testing.T) {
+	src := fixtures.Path(t, "flink1.20-rocksdb-canonical-valuestate-timers")
+	var out bytes.Buffer
+	var tty ttyBuffer
+	if code := Main([]string{"sfstate", "rescale", "--parallelism", "3", "--copy", "--out", filepath.Join(t.TempDir(), "out"), src}, &out, &tty); code != ExitOK {
+		t.Fatalf("exit %d\n%s%s", code, out.String(), tty.String())
+	}
+	e := tty.String()
+	if !regexp.MustCompile(`^\rrescaling \d+% [0-9.]+( [KM]?i?B)?/[0-9.]+ [KM]?i?B`).MatchString(e) || !strings.HasSuffix(e, "\r\x1b[K") || !strings.Contains(e, "100% ") {
+		t.Fatalf("stderr on a terminal: %q", e)
+	}
+	if _, errOut, code := runKG(t, "rescale", "--parallelism", "3", "--copy", "--out", filepath.Join(t.TempDir(), "out2"), src); code != ExitOK || errOut != "" {
+		t.Fatalf("piped: exit %d, stderr %q", code, errOut)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sfstate/sfstate/internal/progress"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/verify"
@@ -211,12 +212,10 @@ func runVerify(c *cli.Context) error {
 		}
 		o.Restorer = verifyRestorer
 	}
-	if !g.Quiet && !g.JSON {
-		o.Log = func(format string, args ...any) {
-			if !g.NoProgress {
-				fmt.Fprintf(c.App.ErrWriter, "verify: "+format+"\n", args...)
-			}
-		}
+	// Step lines ("checking structure", "digesting source") go to a
+	// terminal, or anywhere with --verbose; never with --json or --quiet.
+	if log := progress.Steps(c.App.ErrWriter, "verify: ", g.Verbose, g.JSON || g.Quiet || (g.NoProgress && !g.Verbose)); log != nil {
+		o.Log = log
 	}
 	r, err := verify.Run(c.Context, sp, o)
 	if err != nil {

@@ -3,10 +3,13 @@ package command
 import (
 	"encoding/json"
 	"encoding/xml"
+	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
 )
@@ -133,5 +136,56 @@ func TestVerifyTTLReportsExpired(t *testing.T) {
 	}
 	if _, _, code := run(t, "verify", "--backends", "none", "--now", "0", sp); code != ExitUsage {
 		t.Fatalf("--now without --ttl: exit %d", code)
+	}
+}
+
+// TestVerifyTextTimesAndSteps: the text table shows TTL timestamps in
+// RFC 3339 (the JSON report's epoch millis, formatted), and stderr that is
+// not a terminal gets no step lines unless --verbose asks for them.
+func TestVerifyTextTimesAndSteps(t *testing.T) {
+	sp := fixtures.Path(t, "sql-rocksdb-canonical-groupagg-ttl-valuestate", "savepoint")
+	js, errOut, code := run(t, "--json", "verify", "--backends", "none", sp)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r struct {
+		Digest struct {
+			Groups []struct {
+				TTLEntries int64 `json:"ttlEntries"`
+				TTLMin     int64 `json:"ttlMin"`
+				TTLMax     int64 `json:"ttlMax"`
+			} `json:"groups"`
+		} `json:"digest"`
+	}
+	if err := json.Unmarshal([]byte(js), &r); err != nil {
+		t.Fatal(err)
+	}
+	lo, hi := int64(math.MaxInt64), int64(math.MinInt64)
+	for _, g := range r.Digest.Groups {
+		if g.TTLEntries > 0 {
+			lo, hi = min(lo, g.TTLMin), max(hi, g.TTLMax)
+		}
+	}
+	if lo > hi || lo < 1e12 {
+		t.Fatalf("no TTL timestamps in the JSON report:\n%s", js)
+	}
+	out, errOut, code := run(t, "verify", "--backends", "none", sp)
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, ms := range []int64{lo, hi} {
+		if want := time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z"); !strings.Contains(out, want) {
+			t.Errorf("text report lacks %s (epoch millis %d):\n%s", want, ms, out)
+		}
+	}
+	if regexp.MustCompile(`\b1\d{12}\b`).MatchString(out) {
+		t.Errorf("text report prints epoch millis:\n%s", out)
+	}
+	if strings.Contains(errOut, "verify:") {
+		t.Errorf("piped stderr got step lines:\n%s", errOut)
+	}
+	_, errOut, code = run(t, "--verbose", "verify", "--backends", "none", sp)
+	if code != ExitOK || !strings.Contains(errOut, "verify: ") {
+		t.Errorf("--verbose: exit %d, no step lines on stderr:\n%s", code, errOut)
 	}
 }
