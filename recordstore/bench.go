@@ -475,16 +475,12 @@ func median(xs []float64) float64 {
 // RocksDB backend (the engine's options always pick Snappy; the option is
 // mutable, so it is changed on the open instance). A no-op for the heap.
 func DisableCompression(be engine.Backend) error {
-	rh, ok := be.(rocksHandle)
+	nat, ok := engine.NativeOf(be)
 	if !ok {
 		return nil
 	}
-	db, cfs := rh.DB()
-	if db == nil {
-		return errors.New("recordstore: backend has no open database")
-	}
-	for _, cf := range cfs {
-		if err := db.SetOptionsCF(cf, []string{"compression"}, []string{"kNoCompression"}); err != nil {
+	for st := range be.States() {
+		if err := nat.SetOptions(st, []string{"compression"}, []string{"kNoCompression"}); err != nil {
 			return fmt.Errorf("recordstore: disabling compression: %w", err)
 		}
 	}
