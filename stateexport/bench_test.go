@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/sfstate/sfstate/savepoint/scanbench"
+	"github.com/sfstate/sfstate/internal/bench/scanbench"
 )
 
 // BenchmarkExport exports a generated savepoint of SQL rows (BIGINT and

@@ -71,10 +71,8 @@ var layers = map[string]int{
 	"engine/rescale": layerTools,
 	"verify/restore": layerTools,
 
-	"demo":                layerHarness,
-	"internal/bench/...":  layerHarness,
-	"s3/s3bench":          layerHarness,
-	"savepoint/scanbench": layerHarness,
+	"demo":               layerHarness,
+	"internal/bench/...": layerHarness,
 
 	"cmd/...": layerCommands,
 }
@@ -101,7 +99,6 @@ var pendingTestSupport = map[string]string{
 	"engine/checkpoint": "benchmark harness (bench.go), to move to internal/bench",
 	"engine/rescale":    "benchmark harness (bench.go), to move to internal/bench",
 	"migrate":           "benchmark harness (bench.go), to move to internal/bench",
-	"s3/s3bench":        "benchmark harness, to move to internal/bench",
 }
 
 func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
