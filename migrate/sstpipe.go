@@ -128,7 +128,7 @@ func (p *sstPipe) write(f *engine.Frames) error {
 		if p.writer == nil {
 			// LZ4 and 16 KiB blocks: against Snappy and 4 KiB blocks they
 			// cut the CPU of writing and of the verifying read-back by a
-			// fifth at 256-byte rows (BenchmarkCheckpoint); RocksDB reads
+			// fifth at 256-byte rows (migratebench.BenchmarkCheckpoint); RocksDB reads
 			// any block size and compression, and compactions rewrite the
 			// files with the engine's own settings
 			p.writer = engine.NewSSTWriter(engine.SSTOptions{Compression: engine.CompressionLZ4, BlockSize: sstBlockSize})
