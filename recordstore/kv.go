@@ -28,8 +28,9 @@ type kv struct {
 	snapOK   bool
 
 	// iterPerGroup makes every group visit open its own bounded iterator
-	// through engine.Backend.Scan (what a straightforward port does); kept
-	// for measuring what the bundle-wide cursor saves.
+	// through engine.Backend.Scan (what a straightforward port does;
+	// Options.IterPerGroup), for measuring what the bundle-wide cursor
+	// saves.
 	iterPerGroup bool
 }
 
