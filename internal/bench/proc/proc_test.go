@@ -40,3 +40,33 @@ func TestFigures(t *testing.T) {
 	}
 	runtime.KeepAlive(keep)
 }
+
+// TestPeakRSSOf checks that the peak resident set measured around a
+// function grows with what the function touches.
+func TestPeakRSSOf(t *testing.T) {
+	var keep []byte
+	small, err := PeakRSSOf(func() error { return nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if small < 0 {
+		t.Skip("this kernel cannot reset the peak resident set")
+	}
+	big, err := PeakRSSOf(func() error {
+		keep = make([]byte, 64<<20)
+		for i := range keep {
+			if i%4096 == 0 {
+				keep[i] = 1
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if big < small+48<<20 {
+		t.Fatalf("peak RSS %d around a 64 MiB allocation, %d around nothing", big, small)
+	}
+	keep = nil
+	_ = keep
+}
