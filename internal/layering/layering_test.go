@@ -82,20 +82,15 @@ const cgoRoot = "engine"
 
 const rocksdbModule = "github.com/linxGnu/grocksdb"
 
-// testSupport may be imported only by test files, commands and harnesses.
+// testSupport (local S3 servers, fault proxies, fixtures) may be imported
+// only by test files and by the harness and command layers.
 const testSupport = "internal/testutil"
 
 // testSupportOK reports whether non-test files of pkg may import
 // testSupport.
 func testSupportOK(pkg string) bool {
-	return under(pkg, "cmd") || under(pkg, "internal/bench") || pkg == testSupport
-}
-
-// pendingTestSupport lists library packages that still import testSupport
-// from non-test files, with what is left to do. The test fails when one of
-// them no longer does (drop it from the list) and for any other package.
-var pendingTestSupport = map[string]string{
-	"demo": "the demo launches a local S3 server",
+	l, ok := layerOf(pkg)
+	return pkg == testSupport || ok && l >= layerHarness
 }
 
 func under(pkg, dir string) bool { return pkg == dir || strings.HasPrefix(pkg, dir+"/") }
@@ -213,7 +208,7 @@ func parseTree(t *testing.T, root string) (files []goFile, nonGo []string) {
 }
 
 // violations applies the rules to the tree at root.
-func violations(t *testing.T, root, module string, pending map[string]string) []string {
+func violations(t *testing.T, root, module string) []string {
 	files, nonGo := parseTree(t, root)
 	var out []string
 	bad := func(pos token.Position, format string, args ...any) {
@@ -224,7 +219,6 @@ func violations(t *testing.T, root, module string, pending map[string]string) []
 			out = append(out, fmt.Sprintf("%s: C/assembly source outside %s/", p, cgoRoot))
 		}
 	}
-	seenTestSupport := map[string]bool{}
 	unknown := map[string]bool{}
 	for _, f := range files {
 		inEngine := under(f.pkg, cgoRoot)
@@ -245,21 +239,12 @@ func violations(t *testing.T, root, module string, pending map[string]string) []
 				continue
 			}
 			if dep == testSupport && !testSupportOK(f.pkg) {
-				if _, ok := pending[f.pkg]; ok {
-					seenTestSupport[f.pkg] = true
-				} else {
-					bad(im.pos, "library package %s imports %s (only tests, cmd/ and internal/bench/ may)", f.pkg, testSupport)
-				}
+				bad(im.pos, "library package %s imports %s (only tests and the harness and command layers may)", f.pkg, testSupport)
 			}
 			to, ok := layerOf(dep)
 			if known && ok && to > from {
 				bad(im.pos, "%s (layer %s) imports %s of the higher layer %s", f.pkg, layerNames[from], dep, layerNames[to])
 			}
-		}
-	}
-	for p, why := range pending {
-		if !seenTestSupport[p] {
-			out = append(out, fmt.Sprintf("%s no longer imports %s from library code: drop it from pendingTestSupport (%s)", p, testSupport, why))
 		}
 	}
 	sort.Strings(out)
@@ -269,7 +254,7 @@ func violations(t *testing.T, root, module string, pending map[string]string) []
 // TestLayering enforces the rules on the module's tree.
 func TestLayering(t *testing.T) {
 	root, module := moduleRoot(t)
-	for _, v := range violations(t, root, module, pendingTestSupport) {
+	for _, v := range violations(t, root, module) {
 		t.Error(v)
 	}
 }
@@ -297,18 +282,18 @@ func TestLayeringCatches(t *testing.T) {
 	write("migrate/shim.h", "\n")
 	write("internal/bench/x/b.go", "package x\n\nimport _ \"example.com/m/internal/testutil\"\n")
 	write("cmd/x/main.go", "package main\n\nimport _ \"example.com/m/internal/testutil\"\n")
+	write("demo/d.go", "package demo\n\nimport _ \"example.com/m/internal/testutil\"\n")
 	write("internal/testutil/t.go", "package testutil\n")
 	write("newpkg/n.go", "package newpkg\n")
 	write("engine/testdata/bad.go", "package bad\n\nimport \"C\"\n")
-	got := violations(t, root, "example.com/m", map[string]string{"migrate": "pending"})
+	got := violations(t, root, "example.com/m")
 	want := []string{
 		"keygroups/k.go:3: keygroups (layer base) imports engine of the higher layer engine",
-		"migrate no longer imports internal/testutil from library code: drop it from pendingTestSupport (pending)",
 		"migrate/m.go:3: github.com/linxGnu/grocksdb imported outside engine/ (use the engine's native API)",
 		"migrate/shim.h: C/assembly source outside engine/",
 		"newpkg/n.go: package newpkg has no layer in the table",
 		`recordstore/r.go:4: import "C" outside engine/`,
-		"recordstore/r.go:5: library package recordstore imports internal/testutil (only tests, cmd/ and internal/bench/ may)",
+		"recordstore/r.go:5: library package recordstore imports internal/testutil (only tests and the harness and command layers may)",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("violations:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
