@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sync"
 	"unsafe"
 
 	"github.com/linxGnu/grocksdb"
@@ -177,11 +178,13 @@ func (f *Frames) Each(fn func(k, v []byte) error) error {
 // loading (OpenNativeBulk). Families are addressed by name; a name the
 // directory does not have reads as empty. Not safe for concurrent use.
 type NativeDB struct {
-	db   *grocksdb.DB
-	opts *grocksdb.Options
-	cfs  map[string]*grocksdb.ColumnFamilyHandle
-	all  []*grocksdb.ColumnFamilyHandle
-	wo   *grocksdb.WriteOptions // bulk loading
+	db       *grocksdb.DB
+	opts     *grocksdb.Options
+	keepOpts bool // opts are shared and never destroyed
+	names    []string
+	cfs      map[string]*grocksdb.ColumnFamilyHandle
+	all      []*grocksdb.ColumnFamilyHandle
+	wo       *grocksdb.WriteOptions // bulk loading
 }
 
 // OpenNativeReadOnly opens dir read-only with RocksDB's default options.
@@ -249,8 +252,51 @@ func OpenNativeBulk(dir string, names []string) (*NativeDB, error) {
 	return d, nil
 }
 
+var (
+	importOptsOnce sync.Once
+	importOpts     *grocksdb.Options
+)
+
+// OpenNativeImport opens dir read-only as a directory built from the SST
+// files of engine checkpoints (ImportSSTFiles): every file kept open, an
+// errors-only info log, and the merge operands of the engine's list
+// families folded with ListMergeOperator. Its options are made once and
+// never destroyed (grocksdb's Options.Destroy frees a Go merge operator
+// that RocksDB already owns).
+func OpenNativeImport(dir string) (*NativeDB, error) {
+	importOptsOnce.Do(func() {
+		o := grocksdb.NewDefaultOptions()
+		o.SetMaxOpenFiles(-1)
+		o.SetInfoLogLevel(grocksdb.ErrorInfoLogLevel)
+		o.SetMergeOperator(ListMergeOperator{})
+		importOpts = o
+	})
+	names, err := grocksdb.ListColumnFamilies(importOpts, dir)
+	if err != nil {
+		return nil, fmt.Errorf("list column families: %w", err)
+	}
+	if len(names) == 0 || len(names) > 1<<16 {
+		return nil, fmt.Errorf("%d column families", len(names))
+	}
+	cfOpts := make([]*grocksdb.Options, len(names))
+	for i := range cfOpts {
+		cfOpts[i] = importOpts
+	}
+	db, hs, err := grocksdb.OpenDbForReadOnlyColumnFamilies(importOpts, dir, names, cfOpts, false)
+	if err != nil {
+		return nil, fmt.Errorf("open read-only: %w", err)
+	}
+	d := newNativeDB(db, importOpts, names, hs)
+	d.keepOpts = true
+	return d, nil
+}
+
+// Families lists the column families of the database, in the order RocksDB
+// lists them ("default" first).
+func (d *NativeDB) Families() []string { return append([]string(nil), d.names...) }
+
 func newNativeDB(db *grocksdb.DB, opts *grocksdb.Options, names []string, hs []*grocksdb.ColumnFamilyHandle) *NativeDB {
-	d := &NativeDB{db: db, opts: opts, cfs: map[string]*grocksdb.ColumnFamilyHandle{}, all: hs}
+	d := &NativeDB{db: db, opts: opts, names: names, cfs: map[string]*grocksdb.ColumnFamilyHandle{}, all: hs}
 	for i, n := range names {
 		d.cfs[n] = hs[i]
 	}
@@ -266,7 +312,9 @@ func (d *NativeDB) Close() {
 		h.Destroy()
 	}
 	d.db.Close()
-	d.opts.Destroy()
+	if !d.keepOpts {
+		d.opts.Destroy()
+	}
 	if d.wo != nil {
 		d.wo.Destroy()
 	}
@@ -284,16 +332,59 @@ func (d *NativeDB) family(cf string) (*grocksdb.ColumnFamilyHandle, error) {
 	return h, nil
 }
 
-// scanIterator opens an iterator over h for a full scan: checksums
-// verified, the block cache left alone, 2 MiB readahead.
-func (d *NativeDB) scanIterator(h *grocksdb.ColumnFamilyHandle) (*C.rocksdb_iterator_t, *C.rocksdb_readoptions_t) {
-	ro := C.rocksdb_readoptions_create()
-	C.rocksdb_readoptions_set_verify_checksums(ro, 1)
-	C.rocksdb_readoptions_set_fill_cache(ro, 0)
-	C.rocksdb_readoptions_set_readahead_size(ro, 2<<20)
-	it := C.rocksdb_create_iterator_cf(nativeDB(d.db), ro, nativeCF(h))
-	C.rocksdb_iter_seek_to_first(it)
-	return it, ro
+// ScanOptions configure a batched scan of a NativeDB family. The block
+// cache is left alone.
+type ScanOptions struct {
+	// Lower and Upper bound the keys: Lower <= key < Upper (nil: no bound).
+	Lower, Upper []byte
+	// SkipChecksums does not verify block checksums (files whose bytes
+	// were checked otherwise).
+	SkipChecksums bool
+	// Readahead is the read-ahead size in bytes (0: RocksDB's own,
+	// growing per iterator).
+	Readahead int
+	// BufSize is the batch buffer in bytes (0: 64 KiB).
+	BufSize int
+}
+
+// fullScan is the scan of Scan and Iter: checksums verified, 2 MiB
+// readahead.
+func fullScan(bufSize int) ScanOptions { return ScanOptions{Readahead: 2 << 20, BufSize: bufSize} }
+
+// newIter opens a batched iterator over h positioned at o.Lower (or the
+// first entry).
+func (d *NativeDB) newIter(h *grocksdb.ColumnFamilyHandle, o ScanOptions) *NativeIter {
+	p := &NativeIter{ro: C.rocksdb_readoptions_create(), valid: true}
+	if o.BufSize <= 0 {
+		o.BufSize = 64 << 10
+	}
+	p.buf = make([]byte, o.BufSize)
+	verify := C.uchar(1)
+	if o.SkipChecksums {
+		verify = 0
+	}
+	C.rocksdb_readoptions_set_verify_checksums(p.ro, verify)
+	C.rocksdb_readoptions_set_fill_cache(p.ro, 0)
+	if o.Readahead > 0 {
+		C.rocksdb_readoptions_set_readahead_size(p.ro, C.size_t(o.Readahead))
+	}
+	// RocksDB keeps pointers to the bounds: they live in C memory until
+	// Close.
+	if o.Lower != nil {
+		p.lower = C.CBytes(o.Lower)
+		C.rocksdb_readoptions_set_iterate_lower_bound(p.ro, (*C.char)(p.lower), C.size_t(len(o.Lower)))
+	}
+	if o.Upper != nil {
+		p.upper = C.CBytes(o.Upper)
+		C.rocksdb_readoptions_set_iterate_upper_bound(p.ro, (*C.char)(p.upper), C.size_t(len(o.Upper)))
+	}
+	p.it = C.rocksdb_create_iterator_cf(nativeDB(d.db), p.ro, nativeCF(h))
+	if o.Lower != nil {
+		C.rocksdb_iter_seek(p.it, (*C.char)(p.lower), C.size_t(len(o.Lower)))
+	} else {
+		C.rocksdb_iter_seek_to_first(p.it)
+	}
+	return p
 }
 
 // Scan visits the entries of family cf in key order (checksums verified),
@@ -302,6 +393,11 @@ func (d *NativeDB) scanIterator(h *grocksdb.ColumnFamilyHandle) (*C.rocksdb_iter
 // copy). The slices are valid only during fn. A family the directory does
 // not have has no entries.
 func (d *NativeDB) Scan(cf string, bufSize int, fn func(k, v []byte) error) error {
+	return d.ScanWith(cf, fullScan(bufSize), fn)
+}
+
+// ScanWith is Scan with explicit bounds and read options.
+func (d *NativeDB) ScanWith(cf string, o ScanOptions, fn func(k, v []byte) error) error {
 	if d.db == nil {
 		return ErrClosed
 	}
@@ -309,8 +405,7 @@ func (d *NativeDB) Scan(cf string, bufSize int, fn func(k, v []byte) error) erro
 	if !ok {
 		return nil
 	}
-	it, ro := d.scanIterator(h)
-	p := &NativeIter{it: it, ro: ro, buf: make([]byte, max(bufSize, 1)), valid: true}
+	p := d.newIter(h, o)
 	defer p.Close()
 	for {
 		k, v, ok, err := p.Next()
@@ -330,20 +425,20 @@ func (d *NativeDB) Iter(cf string, bufSize int) *NativeIter {
 	if !ok || d.db == nil {
 		return &NativeIter{}
 	}
-	it, ro := d.scanIterator(h)
-	return &NativeIter{it: it, ro: ro, buf: make([]byte, max(bufSize, 1)), valid: true}
+	return d.newIter(h, fullScan(max(bufSize, 1)))
 }
 
 // NativeIter reads an iterator in batches copied out with one C call each but
 // hands entries out one at a time (so that streams can be merged).
 type NativeIter struct {
-	it    *C.rocksdb_iterator_t
-	ro    *C.rocksdb_readoptions_t
-	buf   []byte
-	cur   []byte // frames of the current batch not yet handed out
-	left  int    // frames in cur
-	valid bool   // the iterator has entries after cur
-	big   bool   // the last entry was handed over in place: advance it
+	it           *C.rocksdb_iterator_t
+	ro           *C.rocksdb_readoptions_t
+	lower, upper unsafe.Pointer // C copies of the bounds
+	buf          []byte
+	cur          []byte // frames of the current batch not yet handed out
+	left         int    // frames in cur
+	valid        bool   // the iterator has entries after cur
+	big          bool   // the last entry was handed over in place: advance it
 }
 
 // Next returns the next entry, ok=false at the end. The slices are valid
@@ -395,7 +490,9 @@ func (p *NativeIter) Close() {
 	if p.it != nil {
 		C.rocksdb_iter_destroy(p.it)
 		C.rocksdb_readoptions_destroy(p.ro)
-		p.it, p.ro = nil, nil
+		C.free(p.lower)
+		C.free(p.upper)
+		p.it, p.ro, p.lower, p.upper = nil, nil, nil, nil
 	}
 }
 

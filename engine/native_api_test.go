@@ -148,6 +148,26 @@ func TestNativeDB(t *testing.T) {
 			t.Fatalf("iter, buffer %d: %d entries, want %d", buf, i, n)
 		}
 	}
+	// bounded scans: [k00100, k00250) at buffer sizes around the entries
+	for _, buf := range []int{1, 4 << 10} {
+		lo, _ := nativeEntry(100)
+		hi, _ := nativeEntry(250)
+		i := 100
+		err := rd.ScanWith("recs", ScanOptions{Lower: lo, Upper: hi, SkipChecksums: true, BufSize: buf}, func(k, v []byte) error {
+			wk, wv := nativeEntry(i)
+			if !bytes.Equal(k, wk) || !bytes.Equal(v, wv) {
+				return fmt.Errorf("entry %d: %q, want %q", i, k, wk)
+			}
+			i++
+			return nil
+		})
+		if err != nil || i != 250 {
+			t.Fatalf("bounded scan, buffer %d: %v, ended at %d", buf, err, i)
+		}
+	}
+	if fams := rd.Families(); fmt.Sprint(fams) != "[default recs other]" {
+		t.Fatalf("families %v", fams)
+	}
 	stop := errors.New("stop")
 	seen := 0
 	if err := rd.Scan("recs", 4<<10, func(k, v []byte) error { seen++; return stop }); err != stop || seen != 1 {
@@ -162,6 +182,21 @@ func TestNativeDB(t *testing.T) {
 	}
 	if _, _, ok, err := rd.Iter("absent", 64).Next(); ok || err != nil {
 		t.Fatalf("absent family: ok=%v err=%v", ok, err)
+	}
+	rd.Close()
+
+	// the same checkpoint opened as an import of engine files
+	imp, err := OpenNativeImport(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := 0
+	if err := imp.ScanWith("recs", ScanOptions{SkipChecksums: true}, func(k, v []byte) error { entries++; return nil }); err != nil || entries != n {
+		t.Fatalf("import scan: %d entries, %v", entries, err)
+	}
+	imp.Close()
+	if _, err := OpenNativeImport(filepath.Join(dir, "none")); err == nil {
+		t.Fatal("import of a missing directory opened")
 	}
 }
 
