@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sfstate/sfstate/internal/bench/scanbench"
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
-	"github.com/sfstate/sfstate/savepoint/scanbench"
 )
 
 // TestGeneratedHeapTTLRows converts a generated hashmap checkpoint (SQL

@@ -115,3 +115,18 @@ const (
 
 // setPerfLevel sets RocksDB's perf level for the calling OS thread.
 func setPerfLevel(level int) { C.rocksdb_set_perf_level(C.int(level)) }
+
+// Measurement hooks for the benchmark harnesses (internal/bench).
+
+// PerfLevelDefault is RocksDB's default per-thread perf level
+// (kEnableCount).
+const PerfLevelDefault = perfLevelDefault
+
+// SetPerfLevel sets RocksDB's perf counting level (rocksdb::PerfLevel, 1 =
+// disabled … 5 = all timers) for the calling OS thread; lock the goroutine
+// to its thread around the measured code.
+func SetPerfLevel(level int) { setPerfLevel(level) }
+
+// ThreadCPU is the CPU time the calling OS thread has used; lock the
+// goroutine to its thread between two readings.
+func ThreadCPU() time.Duration { return threadCPU() }

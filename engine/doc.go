@@ -121,4 +121,14 @@
 // state, bounded by a pool reservation; writes still go straight to
 // RocksDB, eviction never writes, and keys created in the admitting bundle
 // bypass admission.
+//
+// # Native access
+//
+// Only this package and its subpackages link RocksDB. Tools that need more
+// than Backend use the native API (native.go): NativeOf gives a RocksDB
+// backend's prefix cursors, mutable column-family options and SST
+// ingestion by state id; NativeDB opens a RocksDB directory on its own
+// (read-only batched scans, or bulk loading); SSTWriter writes SST files
+// from entries or Frames batches. PerRecord, ThreadCPU and SetPerfLevel
+// serve the benchmark harnesses (internal/bench).
 package engine

@@ -47,7 +47,8 @@ func TestTTLCompactionFilterDropsExpired(t *testing.T) {
 		t.Fatalf("before compaction %d raw entries, want 100", n)
 	}
 	before := ttlFilterDropped()
-	db, cfs := be.(*rocksBackend).DB()
+	rb := be.(*rocksBackend)
+	db, cfs := rb.db, rb.cfs
 	for _, cf := range cfs {
 		db.CompactRangeCF(cf, grocksdb.Range{})
 	}

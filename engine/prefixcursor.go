@@ -84,8 +84,9 @@ type PrefixCursor struct {
 	buf []byte
 }
 
-// NewPrefixCursor opens a cursor on cf of db with default read options.
-func NewPrefixCursor(db *grocksdb.DB, cf *grocksdb.ColumnFamilyHandle) (*PrefixCursor, error) {
+// newPrefixCursor opens a cursor on cf of db with default read options
+// (Native.NewPrefixCursor for a backend's state).
+func newPrefixCursor(db *grocksdb.DB, cf *grocksdb.ColumnFamilyHandle) (*PrefixCursor, error) {
 	if db == nil || cf == nil {
 		return nil, errors.New("engine: prefix cursor: no database or column family")
 	}

@@ -38,8 +38,11 @@ func TestPrefixCursor(t *testing.T) {
 		t.Fatal(err)
 	}
 	b.Close()
-	db, cfs := be.(*rocksBackend).DB()
-	c, err := NewPrefixCursor(db, cfs[0])
+	nat, ok := NativeOf(be)
+	if !ok {
+		t.Fatal("RocksDB backend without native access")
+	}
+	c, err := nat.NewPrefixCursor(0)
 	if err != nil {
 		t.Fatal(err)
 	}

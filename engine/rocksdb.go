@@ -546,10 +546,6 @@ func Property(be Backend, name string) (v uint64, ok bool) {
 	return 0, false
 }
 
-// DB exposes the underlying grocksdb handle and state column families for
-// native checkpoints and tooling. Do not close them.
-func (b *rocksBackend) DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle) { return b.db, b.cfs }
-
 // rocksBatch packs operations into Go buffers and hands them to RocksDB in
 // one native call at Commit (one WriteBatch, one write, WAL off).
 type rocksBatch struct {

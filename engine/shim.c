@@ -430,3 +430,55 @@ char* sfs_set_write_buffer(rocksdb_t* db, rocksdb_column_family_handle_t** cfs,
   }
   return NULL;
 }
+
+static uint32_t sfs_le32(const char* p) {
+  const unsigned char* u = (const unsigned char*)p;
+  return (uint32_t)u[0] | (uint32_t)u[1] << 8 | (uint32_t)u[2] << 16 | (uint32_t)u[3] << 24;
+}
+
+static void sfs_put_le32(char* p, uint32_t v) {
+  unsigned char* u = (unsigned char*)p;
+  u[0] = (unsigned char)v;
+  u[1] = (unsigned char)(v >> 8);
+  u[2] = (unsigned char)(v >> 16);
+  u[3] = (unsigned char)(v >> 24);
+}
+
+size_t sfs_scan_frames(rocksdb_iterator_t* it, char* buf, size_t cap,
+                       size_t* used, size_t* need, int* valid) {
+  size_t n = 0, off = 0;
+  *need = 0;
+  while (rocksdb_iter_valid(it)) {
+    size_t kl, vl;
+    const char* k = rocksdb_iter_key(it, &kl);
+    const char* v = rocksdb_iter_value(it, &vl);
+    size_t sz = 8 + kl + vl;
+    if (off + sz > cap) {
+      if (n == 0) *need = sz;
+      break;
+    }
+    sfs_put_le32(buf + off, (uint32_t)kl);
+    sfs_put_le32(buf + off + 4, (uint32_t)vl);
+    memcpy(buf + off + 8, k, kl);
+    memcpy(buf + off + 8 + kl, v, vl);
+    off += sz;
+    n++;
+    rocksdb_iter_next(it);
+  }
+  *used = off;
+  *valid = rocksdb_iter_valid(it);
+  return n;
+}
+
+char* sfs_sst_put_frames(rocksdb_sstfilewriter_t* w, const char* buf,
+                         size_t n) {
+  size_t off = 0;
+  char* err = NULL;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t kl = sfs_le32(buf + off), vl = sfs_le32(buf + off + 4);
+    rocksdb_sstfilewriter_put(w, buf + off + 8, kl, buf + off + 8 + kl, vl, &err);
+    if (err != NULL) return err;
+    off += 8 + (size_t)kl + vl;
+  }
+  return NULL;
+}

@@ -139,6 +139,23 @@ void sfs_multiget_cfs_release(void* pins);
 char* sfs_flush_cfs(rocksdb_t* db, rocksdb_column_family_handle_t** cfs,
                     size_t n);
 
+// ---- frames: batched scans and SST writes ----------------------------------
+
+// A frame buffer holds (key, value) entries as  u32 klen | u32 vlen | key |
+// value  (lengths little-endian), exchanged with Go in one call per batch.
+
+// Copies entries from it into buf as frames until buf is full or it is
+// exhausted, advancing it. Returns the number of frames; *used is the bytes
+// written; *need is set (and nothing copied) when the next entry alone does
+// not fit into cap; *valid is whether it still points at an entry.
+size_t sfs_scan_frames(rocksdb_iterator_t* it, char* buf, size_t cap,
+                       size_t* used, size_t* need, int* valid);
+
+// Puts the n frames of buf into an SST writer, in order. Returns NULL or a
+// malloc'ed error string.
+char* sfs_sst_put_frames(rocksdb_sstfilewriter_t* w, const char* buf,
+                         size_t n);
+
 #ifdef __cplusplus
 }
 #endif

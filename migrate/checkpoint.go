@@ -20,8 +20,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/linxGnu/grocksdb"
-
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/recordstore"
@@ -571,11 +569,11 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 	}
 	// 2. read the bucket state (and records of keys an online migration
 	// already moved), convert, digest
-	rd, err := openReadOnly(srcDir)
+	rd, err := engine.OpenNativeReadOnly(srcDir)
 	if err != nil {
 		return nil, fmt.Errorf("open source RocksDB of subtask %d: %w", st.Index, err)
 	}
-	defer rd.close()
+	defer rd.Close()
 	conv := &conversion{r: r, layout: layout, rd: rd, dir: filepath.Join(work, "sst"), src: NewDigest()}
 	if r.opts.DryRun {
 		if err := conv.run(true); err != nil {
@@ -620,22 +618,22 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open output RocksDB: %w", err)
 	}
-	defer out.close()
+	defer out.Close()
 	conv.out = out
 	r.phase("prepare")
 	if err := conv.run(false); err != nil {
 		return nil, err
 	}
-	rd.close()
+	rd.Close()
 	r.phase("convert")
-	if err := out.finish(conv.files); err != nil {
+	if err := finishOut(out, conv.files); err != nil {
 		return nil, err
 	}
 	snapDir := filepath.Join(work, "snap")
-	if err := out.checkpoint(snapDir); err != nil {
+	if err := out.Checkpoint(snapDir); err != nil {
 		return nil, err
 	}
-	out.close()
+	out.Close()
 	r.phase("ingest")
 	dstDigest, err := digestRecordsDir(snapDir, layout.Width())
 	if err != nil {
@@ -745,89 +743,12 @@ func verifyFile(p string, o checkpoint.Object) error {
 	return nil
 }
 
-// readDB is a read-only RocksDB opened with every column family.
-type readDB struct {
-	db   *grocksdb.DB
-	opts *grocksdb.Options
-	cfs  map[string]*grocksdb.ColumnFamilyHandle
-	all  []*grocksdb.ColumnFamilyHandle
-}
-
-func openReadOnly(dir string) (*readDB, error) {
-	opts := grocksdb.NewDefaultOptions()
-	names, err := grocksdb.ListColumnFamilies(opts, dir)
-	if err != nil {
-		opts.Destroy()
-		return nil, err
-	}
-	cfOpts := make([]*grocksdb.Options, len(names))
-	for i := range cfOpts {
-		cfOpts[i] = opts
-	}
-	db, hs, err := grocksdb.OpenDbForReadOnlyColumnFamilies(opts, dir, names, cfOpts, false)
-	if err != nil {
-		opts.Destroy()
-		return nil, err
-	}
-	r := &readDB{db: db, opts: opts, cfs: map[string]*grocksdb.ColumnFamilyHandle{}, all: hs}
-	for i, n := range names {
-		r.cfs[n] = hs[i]
-	}
-	return r, nil
-}
-
-func (r *readDB) close() {
-	if r.db == nil {
-		return
-	}
-	for _, h := range r.all {
-		h.Destroy()
-	}
-	r.db.Close()
-	r.opts.Destroy()
-	r.db = nil
-}
-
-// scan visits cf's entries in key order (checksums verified), copied out
-// in batches of about bufSize bytes (one C call per batch).
-func (r *readDB) scan(cf string, bufSize int, fn func(k, v []byte) error) error {
-	h, ok := r.cfs[cf]
-	if !ok {
-		return nil
-	}
-	ro := grocksdb.NewDefaultReadOptions()
-	defer ro.Destroy()
-	ro.SetVerifyChecksums(true)
-	ro.SetFillCache(false)
-	ro.SetReadaheadSize(2 << 20)
-	it := r.db.NewIteratorCF(ro, h)
-	defer it.Close()
-	it.SeekToFirst()
-	return scanBatched(it, bufSize, fn)
-}
-
-// iter opens a batched pull iterator over cf (nil-safe when the family
-// does not exist: it yields nothing).
-func (r *readDB) iter(cf string, bufSize int) (*pullIter, func()) {
-	h, ok := r.cfs[cf]
-	if !ok {
-		return &pullIter{}, func() {}
-	}
-	ro := grocksdb.NewDefaultReadOptions()
-	ro.SetVerifyChecksums(true)
-	ro.SetFillCache(false)
-	ro.SetReadaheadSize(2 << 20)
-	it := r.db.NewIteratorCF(ro, h)
-	it.SeekToFirst()
-	return newPullIter(it, bufSize), func() { it.Close(); ro.Destroy() }
-}
-
 // conversion streams one subtask's bucket entries (merged with records
 // already migrated online) into record entries.
 type conversion struct {
 	r      *run
 	layout engine.Layout
-	rd     *readDB
+	rd     *engine.NativeDB
 	dir    string
 
 	src               *Digest
@@ -836,10 +757,10 @@ type conversion struct {
 	files             []string                          // SST writer output
 	sink              func(prefix, row, v []byte) error // one record, key prefix+row
 	kbuf, vbuf        []byte
-	pipe              *sstPipe // SST mode
-	bufSize           int      // scan and SST batch buffers
-	out               *outDB   // put mode
-	batch             *grocksdb.WriteBatch
+	pipe              *sstPipe         // SST mode
+	bufSize           int              // scan and SST batch buffers
+	out               *engine.NativeDB // put mode
+	batch             *engine.NativeBatch
 	batchBytes        int64
 	res               *engine.Reservation
 }
@@ -868,8 +789,12 @@ func (c *conversion) run(dry bool) error {
 		defer c.pipe.close()
 	} else {
 		c.sink = c.putBatch
-		c.batch = grocksdb.NewWriteBatch()
-		defer c.batch.Destroy()
+		b, err := c.out.NewBatch(recordstore.RecordStateName)
+		if err != nil {
+			return err
+		}
+		c.batch = b
+		defer b.Close()
 		res, ok := c.r.opts.Pool.Reserve(0)
 		if !ok {
 			return errors.New("pool exhausted")
@@ -887,15 +812,15 @@ func (c *conversion) run(dry bool) error {
 	}
 	// records already in the record state (mixed state) are copied
 	// through, merged by key with the converted buckets
-	bi, bclose := c.rd.iter(recordstore.BucketStateName, c.bufSize)
-	defer bclose()
-	ri, rclose := c.rd.iter(recordstore.RecordStateName, 64<<10)
-	defer rclose()
-	bk, bv, bok, err := bi.next()
+	bi := c.rd.Iter(recordstore.BucketStateName, c.bufSize)
+	defer bi.Close()
+	ri := c.rd.Iter(recordstore.RecordStateName, 64<<10)
+	defer ri.Close()
+	bk, bv, bok, err := bi.Next()
 	if err != nil {
 		return fmt.Errorf("state %q: %w", recordstore.BucketStateName, err)
 	}
-	rk, rv, rok, err := ri.next()
+	rk, rv, rok, err := ri.Next()
 	if err != nil {
 		return fmt.Errorf("state %q: %w", recordstore.RecordStateName, err)
 	}
@@ -909,7 +834,7 @@ func (c *conversion) run(dry bool) error {
 			if err := c.sink(rk, nil, rv); err != nil {
 				return err
 			}
-			if rk, rv, rok, err = ri.next(); err != nil {
+			if rk, rv, rok, err = ri.Next(); err != nil {
 				return fmt.Errorf("state %q: %w", recordstore.RecordStateName, err)
 			}
 			continue
@@ -917,7 +842,7 @@ func (c *conversion) run(dry bool) error {
 		if err := c.bucket(bk, bv); err != nil {
 			return err
 		}
-		if bk, bv, bok, err = bi.next(); err != nil {
+		if bk, bv, bok, err = bi.Next(); err != nil {
 			return fmt.Errorf("state %q: %w", recordstore.BucketStateName, err)
 		}
 	}
@@ -995,7 +920,7 @@ func (c *conversion) putBatch(k, row, v []byte) error {
 	} else if c.batchBytes == 0 {
 		c.res.Grow(n)
 	}
-	c.batch.PutCF(c.out.cf, k, v)
+	c.batch.Put(k, v)
 	c.batchBytes += n
 	return nil
 }
@@ -1004,117 +929,49 @@ func (c *conversion) commitBatch() error {
 	if c.batchBytes == 0 {
 		return nil
 	}
-	if err := c.out.db.Write(c.out.wo, c.batch); err != nil {
+	if err := c.batch.Commit(); err != nil {
 		return fmt.Errorf("write records: %w", err)
 	}
-	c.batch.Clear()
 	c.res.Shrink(c.res.Size())
 	c.batchBytes = 0
 	return nil
 }
 
-// outDB is the output RocksDB of one subtask, open for writing with
-// automatic compactions off (imported files must stay as they are).
-type outDB struct {
-	db   *grocksdb.DB
-	opts *grocksdb.Options
-	hs   []*grocksdb.ColumnFamilyHandle
-	cf   *grocksdb.ColumnFamilyHandle // record state
-	wo   *grocksdb.WriteOptions
+// openOut opens the output RocksDB of one subtask for writing, with the
+// families of every state, automatic compactions off (imported files must
+// stay as they are).
+func openOut(dir string, states []checkpoint.StateInfo) (*engine.NativeDB, error) {
+	names := make([]string, len(states))
+	for i, s := range states {
+		names[i] = s.Name
+	}
+	return engine.OpenNativeBulk(dir, names)
 }
 
-func openOut(dir string, states []checkpoint.StateInfo) (*outDB, error) {
-	opts := grocksdb.NewDefaultOptions()
-	opts.SetCreateIfMissing(true)
-	opts.SetCreateIfMissingColumnFamilies(true)
-	opts.SetDisableAutoCompactions(true)
-	opts.SetCompression(grocksdb.SnappyCompression)
-	opts.SetWriteBufferSize(64 << 20)
-	names, err := grocksdb.ListColumnFamilies(opts, dir)
-	if err != nil {
-		opts.Destroy()
-		return nil, err
-	}
-	have := map[string]bool{}
-	for _, n := range names {
-		have[n] = true
-	}
-	for _, s := range states {
-		if !have[s.Name] {
-			names = append(names, s.Name)
-		}
-	}
-	cfOpts := make([]*grocksdb.Options, len(names))
-	for i := range cfOpts {
-		cfOpts[i] = opts
-	}
-	db, hs, err := grocksdb.OpenDbColumnFamilies(opts, dir, names, cfOpts)
-	if err != nil {
-		opts.Destroy()
-		return nil, err
-	}
-	o := &outDB{db: db, opts: opts, hs: hs, wo: grocksdb.NewDefaultWriteOptions()}
-	o.wo.DisableWAL(true)
-	for i, n := range names {
-		if n == recordstore.RecordStateName {
-			o.cf = hs[i]
-		}
-	}
-	return o, nil
-}
-
-// finish ingests the SST writer's files (moved, not copied) or flushes the
-// records put through batches.
-func (o *outDB) finish(files []string) error {
+// finishOut ingests the SST writer's files (moved, not copied) or flushes
+// the records put through batches.
+func finishOut(o *engine.NativeDB, files []string) error {
 	if len(files) > 0 {
-		io := grocksdb.NewDefaultIngestExternalFileOptions()
-		defer io.Destroy()
-		io.SetMoveFiles(true)
-		if err := o.db.IngestExternalFileCF(o.cf, files, io); err != nil {
+		if err := o.Ingest(recordstore.RecordStateName, files, true); err != nil {
 			return fmt.Errorf("ingest migrated records: %w", err)
 		}
 		return nil
 	}
-	fo := grocksdb.NewDefaultFlushOptions()
-	defer fo.Destroy()
-	fo.SetWait(true)
-	if err := o.db.FlushCF(o.cf, fo); err != nil {
+	if err := o.Flush(recordstore.RecordStateName); err != nil {
 		return fmt.Errorf("flush migrated records: %w", err)
 	}
 	return nil
 }
 
-func (o *outDB) checkpoint(dir string) error {
-	cp, err := o.db.NewCheckpoint()
-	if err != nil {
-		return err
-	}
-	defer cp.Destroy()
-	return cp.CreateCheckpoint(dir, 0)
-}
-
-func (o *outDB) close() {
-	if o.db == nil {
-		return
-	}
-	for _, h := range o.hs {
-		h.Destroy()
-	}
-	o.db.Close()
-	o.opts.Destroy()
-	o.wo.Destroy()
-	o.db = nil
-}
-
 // digestRecordsDir digests the record state of a RocksDB directory.
 func digestRecordsDir(dir string, width int) (*Digest, error) {
-	rd, err := openReadOnly(dir)
+	rd, err := engine.OpenNativeReadOnly(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer rd.close()
+	defer rd.Close()
 	dg := &RecordDigester{D: NewDigest(), Width: width}
-	err = rd.scan(recordstore.RecordStateName, 1<<20, dg.Add)
+	err = rd.Scan(recordstore.RecordStateName, 1<<20, dg.Add)
 	return dg.D, err
 }
 

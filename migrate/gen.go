@@ -12,8 +12,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/linxGnu/grocksdb"
-
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/keygroups"
@@ -133,11 +131,8 @@ func GenerateCheckpoint(ctx context.Context, st s3.Storage, cfg GenConfig) (*Gen
 			b.Close()
 		}
 	}()
-	envOpts := grocksdb.NewDefaultEnvOptions()
-	defer envOpts.Destroy()
-	wopts := grocksdb.NewDefaultOptions()
-	defer wopts.Destroy()
-	wopts.SetCompression(grocksdb.SnappyCompression)
+	w := engine.NewSSTWriter(engine.SSTOptions{Compression: engine.CompressionSnappy})
+	defer w.Close()
 	var rows []recordstore.LogicalRow
 	var arena, val []byte
 	rowID := int64(0)
@@ -147,31 +142,27 @@ func GenerateCheckpoint(ctx context.Context, st s3.Storage, cfg GenConfig) (*Gen
 			return nil, err
 		}
 		backends = append(backends, be)
-		rh, ok := be.(interface {
-			DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle)
-		})
+		nat, ok := engine.NativeOf(be)
 		if !ok {
 			return nil, fmt.Errorf("migrate: generator needs a RocksDB backend")
 		}
-		db, cfs := rh.DB()
 		keys := byTask[t]
 		sort.Slice(keys, func(a, b int) bool { return string(keys[a].stored) < string(keys[b].stored) })
 		var files []string
-		var w *grocksdb.SSTFileWriter
+		var open bool
 		var cur int64
 		for _, k := range keys {
-			if w == nil || cur > 256<<20 {
-				if w != nil {
+			if !open || cur > 256<<20 {
+				if open {
 					if err := w.Finish(); err != nil {
 						return nil, err
 					}
-					w.Destroy()
 				}
-				w = grocksdb.NewSSTFileWriter(envOpts, wopts)
 				p := filepath.Join(work, fmt.Sprintf("gen-%d-%d.sst", t, len(files)))
 				if err := w.Open(p); err != nil {
 					return nil, err
 				}
+				open = true
 				files = append(files, p)
 				cur = 0
 			}
@@ -204,16 +195,11 @@ func GenerateCheckpoint(ctx context.Context, st s3.Storage, cfg GenConfig) (*Gen
 			gs.BucketBytes += int64(len(k.stored) + len(val))
 			gs.RecordBytes += int64(n)*int64(len(k.stored)+8+cfg.Payload) + int64(n)*recordstore.RecordValueSize
 		}
-		if w != nil {
+		if open {
 			if err := w.Finish(); err != nil {
 				return nil, err
 			}
-			w.Destroy()
-			io := grocksdb.NewDefaultIngestExternalFileOptions()
-			io.SetMoveFiles(true)
-			err := db.IngestExternalFileCF(cfs[1], files, io)
-			io.Destroy()
-			if err != nil {
+			if err := nat.Ingest(1, files, true); err != nil {
 				return nil, fmt.Errorf("migrate: generator: ingest: %w", err)
 			}
 		}

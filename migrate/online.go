@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/linxGnu/grocksdb"
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/recordstore"
 )
@@ -103,24 +102,15 @@ type pendingWrite struct {
 }
 
 // hookedBackend is the backend the record state runs on: the bundle's
-// batch starts with the conversions' writes. RocksDB's handles are passed
+// batch starts with the conversions' writes. The native access is passed
 // through so that the record state keeps its bundle-wide iterator.
 type hookedBackend struct {
 	engine.Backend
 	m *MigratingJoinState
 }
 
-type rocksHandle interface {
-	DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle)
-}
-
-// DB forwards the RocksDB handles (nil for other backends).
-func (h *hookedBackend) DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle) {
-	if rh, ok := h.Backend.(rocksHandle); ok {
-		return rh.DB()
-	}
-	return nil, nil
-}
+// Native forwards the native access of the wrapped backend.
+func (h *hookedBackend) Native() (engine.Native, bool) { return engine.NativeOf(h.Backend) }
 
 // NewBatch returns a batch of the backend holding the pending conversion
 // writes when the wrapper is committing a bundle.
@@ -147,13 +137,8 @@ type bucketBackend struct {
 	m *MigratingJoinState
 }
 
-// DB forwards the RocksDB handles (nil for other backends).
-func (h *bucketBackend) DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle) {
-	if rh, ok := h.Backend.(rocksHandle); ok {
-		return rh.DB()
-	}
-	return nil, nil
-}
+// Native forwards the native access of the wrapped backend.
+func (h *bucketBackend) Native() (engine.Native, bool) { return engine.NativeOf(h.Backend) }
 
 // NewBatch returns a capturing batch while the wrapper commits the
 // deferred groups, else a batch that refuses to commit (the bucket state

@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/linxGnu/grocksdb"
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/canonical"
 	"github.com/sfstate/sfstate/engine/checkpoint"
@@ -265,12 +264,7 @@ type countingBackend struct {
 	fail    bool
 }
 
-func (c *countingBackend) DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle) {
-	if rh, ok := c.Backend.(rocksHandle); ok {
-		return rh.DB()
-	}
-	return nil, nil
-}
+func (c *countingBackend) Native() (engine.Native, bool) { return engine.NativeOf(c.Backend) }
 
 func (c *countingBackend) NewBatch() engine.Batch { return &countingBatch{c.Backend.NewBatch(), c} }
 

@@ -24,7 +24,7 @@ func TestCheckpointS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := copyStore(ctx, f.store, src); err != nil {
+	if err := testutil.CopyStore(ctx, f.store, src); err != nil {
 		t.Fatal(err)
 	}
 	srcD, srcL, srcO := restoredContent(t, f.store, f, recordstore.LayoutBucket)

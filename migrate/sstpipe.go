@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"sync/atomic"
 
-	"github.com/linxGnu/grocksdb"
+	"github.com/sfstate/sfstate/engine"
 )
 
 // sstBlockSize is the data block size of the migrated record SST files.
@@ -23,28 +23,26 @@ type sstPipe struct {
 	dir     string
 	target  int64
 	bufSize int
-	cur     *frameBuf // being filled by the caller
-	work    chan *frameBuf
-	free    chan *frameBuf
+	cur     *engine.Frames // being filled by the caller
+	work    chan *engine.Frames
+	free    chan *engine.Frames
 	done    chan struct{}
 	failed  atomic.Bool
 	closed  bool
 
 	// owned by the writer goroutine until done
-	err     error
-	files   []string
-	writer  *grocksdb.SSTFileWriter
-	envOpts *grocksdb.EnvOptions
-	wopts   *grocksdb.Options
-	topts   *grocksdb.BlockBasedTableOptions
-	size    int64
+	err    error
+	files  []string
+	writer *engine.SSTWriter
+	open   bool // writer has a file open
+	size   int64
 }
 
 func newSSTPipe(dir string, target int64, bufSize int) *sstPipe {
 	p := &sstPipe{dir: dir, target: target, bufSize: bufSize,
-		work: make(chan *frameBuf, 1), free: make(chan *frameBuf, 1), done: make(chan struct{})}
-	p.cur = &frameBuf{b: make([]byte, 0, bufSize)}
-	p.free <- &frameBuf{b: make([]byte, 0, bufSize)}
+		work: make(chan *engine.Frames, 1), free: make(chan *engine.Frames, 1), done: make(chan struct{})}
+	p.cur = engine.NewFrames(bufSize)
+	p.free <- engine.NewFrames(bufSize)
 	go p.loop()
 	return p
 }
@@ -52,12 +50,12 @@ func newSSTPipe(dir string, target int64, bufSize int) *sstPipe {
 // put appends one record whose key is k followed by row.
 func (p *sstPipe) put(k, row, v []byte) error {
 	n := len(k) + len(row) + len(v)
-	if p.cur.n > 0 && len(p.cur.b)+8+n > p.bufSize {
+	if p.cur.Len() > 0 && p.cur.Size()+8+n > p.bufSize {
 		if err := p.send(); err != nil {
 			return err
 		}
 	}
-	p.cur.add3(k, row, v)
+	p.cur.AddJoined(k, row, v)
 	return nil
 }
 
@@ -84,9 +82,9 @@ func (p *sstPipe) closeErr() error {
 // close writes what is buffered, finishes the last file and returns the
 // files written. It may be called again (after an error, to clean up).
 func (p *sstPipe) close() ([]string, error) {
-	if !p.closed && p.cur.n > 0 {
+	if !p.closed && p.cur.Len() > 0 {
 		p.work <- p.cur
-		p.cur = &frameBuf{}
+		p.cur = &engine.Frames{}
 	}
 	if err := p.closeErr(); err != nil {
 		return nil, fmt.Errorf("SST writer: %w", err)
@@ -102,57 +100,47 @@ func (p *sstPipe) loop() {
 				p.failed.Store(true)
 			}
 		}
-		f.reset()
+		f.Reset()
 		select {
 		case p.free <- f:
 		default: // the final buffer: nobody takes it
 		}
 	}
 	if p.writer != nil {
-		if err := p.writer.Finish(); p.err == nil {
-			p.err = err
+		if p.open {
+			if err := p.writer.Finish(); p.err == nil {
+				p.err = err
+			}
 		}
-		p.writer.Destroy()
+		p.writer.Close()
 		p.writer = nil
-	}
-	if p.envOpts != nil {
-		p.envOpts.Destroy()
-		p.wopts.Destroy()
-		p.topts.Destroy()
 	}
 }
 
-func (p *sstPipe) write(f *frameBuf) error {
-	if p.writer == nil || p.size >= p.target {
-		if p.writer != nil {
-			err := p.writer.Finish()
-			p.writer.Destroy()
-			p.writer = nil
-			if err != nil {
+func (p *sstPipe) write(f *engine.Frames) error {
+	if !p.open || p.size >= p.target {
+		if p.open {
+			p.open = false
+			if err := p.writer.Finish(); err != nil {
 				return err
 			}
 		}
-		if p.envOpts == nil {
-			p.envOpts = grocksdb.NewDefaultEnvOptions()
-			p.wopts = grocksdb.NewDefaultOptions()
+		if p.writer == nil {
 			// LZ4 and 16 KiB blocks: against Snappy and 4 KiB blocks they
 			// cut the CPU of writing and of the verifying read-back by a
-			// fifth at 256-byte rows (BenchmarkCheckpoint); RocksDB reads
+			// fifth at 256-byte rows (migratebench.BenchmarkCheckpoint); RocksDB reads
 			// any block size and compression, and compactions rewrite the
 			// files with the engine's own settings
-			p.wopts.SetCompression(grocksdb.LZ4Compression)
-			p.topts = grocksdb.NewDefaultBlockBasedTableOptions()
-			p.topts.SetBlockSize(sstBlockSize)
-			p.wopts.SetBlockBasedTableFactory(p.topts)
+			p.writer = engine.NewSSTWriter(engine.SSTOptions{Compression: engine.CompressionLZ4, BlockSize: sstBlockSize})
 		}
-		p.writer = grocksdb.NewSSTFileWriter(p.envOpts, p.wopts)
 		path := filepath.Join(p.dir, fmt.Sprintf("records-%06d.sst", len(p.files)))
 		if err := p.writer.Open(path); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
+		p.open = true
 		p.files = append(p.files, path)
 		p.size = 0
 	}
-	p.size += int64(len(f.b) - 8*f.n)
-	return sstPutBatch(p.writer, f)
+	p.size += int64(f.Size() - 8*f.Len())
+	return p.writer.PutFrames(f)
 }

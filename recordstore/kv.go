@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"sort"
 
-	"github.com/linxGnu/grocksdb"
 	"github.com/sfstate/sfstate/engine"
 )
 
@@ -21,8 +20,7 @@ type kv struct {
 	be engine.Backend
 	st int
 
-	rdb *grocksdb.DB
-	cf  *grocksdb.ColumnFamilyHandle
+	nat engine.Native        // RocksDB backends: native access, else nil
 	cur *engine.PrefixCursor // the bundle's cursor (batched entry copies)
 
 	snapKeys [][]byte // heap / generic backends: sorted snapshot per bundle
@@ -30,22 +28,16 @@ type kv struct {
 	snapOK   bool
 
 	// iterPerGroup makes every group visit open its own bounded iterator
-	// through engine.Backend.Scan (what a straightforward port does); kept
-	// for measuring what the bundle-wide cursor saves.
+	// through engine.Backend.Scan (what a straightforward port does;
+	// Options.IterPerGroup), for measuring what the bundle-wide cursor
+	// saves.
 	iterPerGroup bool
-}
-
-type rocksHandle interface {
-	DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle)
 }
 
 func newKV(be engine.Backend, st int) *kv {
 	k := &kv{be: be, st: st}
-	if rh, ok := be.(rocksHandle); ok {
-		db, cfs := rh.DB()
-		if st < len(cfs) {
-			k.rdb, k.cf = db, cfs[st]
-		}
+	if nat, ok := engine.NativeOf(be); ok && st < len(be.States()) {
+		k.nat = nat
 	}
 	return k
 }
@@ -56,9 +48,9 @@ func (k *kv) prefix(p []byte, fn func(key, val []byte) bool) error {
 	if k.iterPerGroup {
 		return k.be.Scan(k.st, p, prefixEnd(p), fn)
 	}
-	if k.rdb != nil {
+	if k.nat != nil {
 		if k.cur == nil {
-			c, err := engine.NewPrefixCursor(k.rdb, k.cf)
+			c, err := k.nat.NewPrefixCursor(k.st)
 			if err != nil {
 				return fmt.Errorf("recordstore: %w", err)
 			}
@@ -94,7 +86,7 @@ func (k *kv) prefix(p []byte, fn func(key, val []byte) bool) error {
 // ([p, end of p)): used by the lazy path so that a huge group never keeps a
 // bundle-wide snapshot alive on the heap backend.
 func (k *kv) prefixBounded(p []byte, fn func(key, val []byte) bool) error {
-	if k.rdb != nil || k.snapOK {
+	if k.nat != nil || k.snapOK {
 		return k.prefix(p, fn)
 	}
 	return k.be.Scan(k.st, p, prefixEnd(p), fn)
@@ -137,14 +129,14 @@ const memtablePrefixBloomRatio = "0.1"
 // column family of an open RocksDB instance (mutable options); a no-op for
 // other backends.
 func setPrefixExtractor(k *kv, w int) error {
-	if k.rdb == nil {
+	if k.nat == nil {
 		return nil
 	}
 	name, err := engine.RecordPrefixExtractor(w)
 	if err != nil {
 		return fmt.Errorf("recordstore: %w", err)
 	}
-	err = k.rdb.SetOptionsCF(k.cf, []string{"prefix_extractor", "memtable_prefix_bloom_size_ratio"},
+	err = k.nat.SetOptions(k.st, []string{"prefix_extractor", "memtable_prefix_bloom_size_ratio"},
 		[]string{name, memtablePrefixBloomRatio})
 	if err != nil {
 		return fmt.Errorf("recordstore: setting the prefix extractor: %w", err)

@@ -138,6 +138,10 @@ type Options struct {
 	// RowValidator, when set, is used by Check to validate row payloads
 	// (e.g. a rowcodec.Codec's Validate on a TTL-prefixed value).
 	RowValidator func(row []byte) error
+	// IterPerGroup (record layout; for measurements only) makes every group
+	// visit open its own bounded iterator through engine.Backend.Scan, as a
+	// straightforward port does, instead of the bundle-wide prefix cursor.
+	IterPerGroup bool
 }
 
 // Open returns the join state of layout l on be, which must declare
@@ -173,6 +177,7 @@ func Open(l Layout, be engine.Backend, opts Options) (JoinState, error) {
 	if l == LayoutBucket {
 		return &bucketState{common: c}, nil
 	}
+	c.kv.iterPerGroup = opts.IterPerGroup
 	if !opts.NoPrefixBloom {
 		if err := setPrefixExtractor(c.kv, c.width); err != nil {
 			return nil, err

@@ -6,7 +6,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/sfstate/sfstate/savepoint/scanbench"
+	"github.com/sfstate/sfstate/internal/bench/proc"
+	"github.com/sfstate/sfstate/internal/bench/scanbench"
 )
 
 // BenchmarkExport exports a generated savepoint of SQL rows (BIGINT and
@@ -36,7 +37,7 @@ func BenchmarkExport(b *testing.B) {
 	report := func(b *testing.B) {
 		b.SetBytes(g.DataBytes)
 		b.ReportMetric(float64(g.Entries)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
-		b.ReportMetric(float64(scanbench.PeakRSS())/(1<<20), "peak-RSS-MiB")
+		b.ReportMetric(float64(proc.PeakRSS())/(1<<20), "peak-RSS-MiB")
 	}
 	b.Run("raw-read-cold", func(b *testing.B) {
 		resetPeak()

@@ -13,8 +13,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/linxGnu/grocksdb"
-
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/rescale"
@@ -110,8 +108,7 @@ type LazyStats struct {
 // wait for the key groups they touch to be adopted.
 type Lazy struct {
 	inner  engine.Backend
-	db     *grocksdb.DB
-	cfs    []*grocksdb.ColumnFamilyHandle
+	nat    engine.Native
 	layout engine.Layout
 	st     s3.Storage
 	work   string
@@ -226,16 +223,13 @@ func RestoreLazy(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	nat, ok := inner.(interface {
-		DB() (*grocksdb.DB, []*grocksdb.ColumnFamilyHandle)
-	})
+	nat, ok := engine.NativeOf(inner)
 	if !ok {
 		inner.Close()
 		os.RemoveAll(work)
 		os.RemoveAll(dir)
 		return nil, engine.ErrNotNative
 	}
-	db, cfs := nat.DB()
 	if opts.Parallel < 1 {
 		opts.Parallel = 8
 	}
@@ -245,7 +239,7 @@ func RestoreLazy(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i
 	if opts.Adopters < 1 {
 		opts.Adopters = 2
 	}
-	l := &Lazy{inner: inner, db: db, cfs: cfs, layout: layout, st: st, work: work, opts: opts, start: start,
+	l := &Lazy{inner: inner, nat: nat, layout: layout, st: st, work: work, opts: opts, start: start,
 		units: units, done: make(chan struct{}), stop: make(chan struct{}),
 		kick: make(chan struct{}, 1), prioKick: make(chan struct{}, 1), prioReady: make(chan struct{}, 1)}
 	l.unitOf = make([]int32, rng.End-rng.Start+1)
@@ -654,7 +648,7 @@ func (l *Lazy) adopt(batch []*unit) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	w := &sstOut{dir: out, layout: l.layout, byState: make([][]string, len(l.cfs))}
+	w := &sstOut{dir: out, layout: l.layout, byState: make([][]string, len(l.inner.States()))}
 	defer w.close()
 	stateOf := map[string]int{}
 	for i, s := range l.inner.States() {
@@ -742,9 +736,6 @@ func (l *Lazy) adopt(batch []*unit) error {
 		l.mu.Unlock()
 	}
 	t2 := time.Now()
-	ingest := grocksdb.NewDefaultIngestExternalFileOptions()
-	defer ingest.Destroy()
-	ingest.SetMoveFiles(true)
 	n := 0
 	for st, paths := range w.byState {
 		if len(paths) == 0 {
@@ -753,7 +744,7 @@ func (l *Lazy) adopt(batch []*unit) error {
 		if err := l.ctx.Err(); err != nil {
 			return err
 		}
-		if err := l.db.IngestExternalFileCF(l.cfs[st], paths, ingest); err != nil {
+		if err := l.nat.Ingest(st, paths, true); err != nil {
 			return fmt.Errorf("ingest %d files into state %q: %w", len(paths), l.inner.States()[st].Name, err)
 		}
 		n += len(paths)
@@ -774,10 +765,8 @@ var rewriteBlockSize = 32 << 10
 type sstOut struct {
 	dir     string
 	layout  engine.Layout
-	env     *grocksdb.EnvOptions
-	opts    *grocksdb.Options
-	bbto    *grocksdb.BlockBasedTableOptions
-	w       *grocksdb.SSTFileWriter
+	w       *engine.SSTWriter
+	open    bool // w has a file open
 	st, kg  int
 	n       int
 	byState [][]string
@@ -785,56 +774,46 @@ type sstOut struct {
 }
 
 func (o *sstOut) add(st, kg int, key, val []byte) error {
-	if o.w != nil && (st != o.st || kg != o.kg) {
+	if o.open && (st != o.st || kg != o.kg) {
 		if err := o.finish(); err != nil {
 			return err
 		}
 	}
-	if o.w == nil {
-		if o.env == nil {
-			o.env, o.opts, o.bbto = grocksdb.NewDefaultEnvOptions(), grocksdb.NewDefaultOptions(), grocksdb.NewDefaultBlockBasedTableOptions()
+	if !o.open {
+		if o.w == nil {
 			// The adopted values were compressed (or not) when the old
 			// subtask wrote them and are rewritten once: no compression
 			// (readable by any build of the engine) and larger blocks
 			// keep the rewrite's CPU to copying.
-			o.opts.SetCompression(grocksdb.NoCompression)
-			o.bbto.SetBlockSize(rewriteBlockSize)
-			o.opts.SetBlockBasedTableFactory(o.bbto)
+			o.w = engine.NewSSTWriter(engine.SSTOptions{Compression: engine.CompressionNone, BlockSize: rewriteBlockSize})
 		}
-		o.w = grocksdb.NewSSTFileWriter(o.env, o.opts)
 		o.n++
 		path := filepath.Join(o.dir, fmt.Sprintf("%06d.sst", o.n))
 		if err := o.w.Open(path); err != nil {
 			return err
 		}
+		o.open = true
 		o.st, o.kg = st, kg
 		o.byState[st] = append(o.byState[st], path)
 	}
 	o.entries++
-	return o.w.Add(key, val)
+	return o.w.Put(key, val)
 }
 
 func (o *sstOut) finish() error {
-	if o.w == nil {
+	if !o.open {
 		return nil
 	}
-	err := o.w.Finish()
-	o.w.Destroy()
-	o.w = nil
-	return err
+	o.open = false
+	return o.w.Finish()
 }
 
 func (o *sstOut) close() {
 	if o.w != nil {
-		o.w.Destroy()
+		o.w.Close()
 		o.w = nil
 	}
-	if o.env != nil {
-		o.env.Destroy()
-		o.opts.Destroy()
-		o.bbto.Destroy()
-		o.env = nil
-	}
+	o.open = false
 }
 
 // waitRange waits until the key groups [lo, hi] (cut to the range) are

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/sfstate/sfstate/internal/bench/fillstate"
 	"github.com/sfstate/sfstate/s3"
 )
 
@@ -20,8 +21,8 @@ func BenchmarkLazyAdopt(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := fill{maxP: 128, p: 1, keys: 8192, value: 8 << 10, kgFiles: true}
-	if _, err := checkpointed(ctx, cfg, filepath.Join(root, "db"), store, nil); err != nil {
+	cfg := fillstate.Config{MaxParallelism: 128, Parallelism: 1, Keys: 8192, ValueSize: 8 << 10, KeyGroupFiles: true}
+	if _, err := fillstate.Checkpointed(ctx, cfg, filepath.Join(root, "db"), store, nil); err != nil {
 		b.Fatal(err)
 	}
 	plan := planFor(b, store, 1)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/internal/bench/fillstate"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/rescale"
 	"github.com/sfstate/sfstate/s3"
@@ -31,8 +32,8 @@ func TestRestoreFromPlan(t *testing.T) {
 				t.Fatal(err)
 			}
 			keys := map[string]bool{}
-			cfg := fill{maxP: maxP, p: oldP, keys: 3000, value: 64 + rng.Intn(64), kgFiles: true}
-			id, err := checkpointed(ctx, cfg, filepath.Join(root, "db"), store, func(k []byte) { keys[string(k)] = true })
+			cfg := fillstate.Config{MaxParallelism: maxP, Parallelism: oldP, Keys: 3000, ValueSize: 64 + rng.Intn(64), KeyGroupFiles: true}
+			id, err := fillstate.Checkpointed(ctx, cfg, filepath.Join(root, "db"), store, func(k []byte) { keys[string(k)] = true })
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/internal/bench/checkpointbench"
 )
 
 func init() {
@@ -31,7 +31,7 @@ func init() {
 
 func runBenchCheckpoint(c *cli.Context) error {
 	g := GlobalsFrom(c)
-	cfg := checkpoint.DefaultBenchConfig(c.Bool("quick"))
+	cfg := checkpointbench.DefaultBenchConfig(c.Bool("quick"))
 	cfg.TempDir = c.String("dir")
 	if n := c.Int("keys"); n != 0 {
 		if n < 1000 || n > 1_000_000_000 {
@@ -62,7 +62,7 @@ func runBenchCheckpoint(c *cli.Context) error {
 			fmt.Fprintf(c.App.ErrWriter, "bench checkpoint: "+format+"\n", args...)
 		}
 	}
-	rep, err := checkpoint.RunBench(context.Background(), cfg)
+	rep, err := checkpointbench.RunBench(context.Background(), cfg)
 	if err != nil {
 		return Fail(ExitIO, fmt.Errorf("bench checkpoint: %w", err))
 	}

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/internal/bench/checkpointbench"
 	"github.com/sfstate/sfstate/internal/testutil"
 )
 
@@ -23,14 +23,14 @@ func TestBenchCheckpointJSON(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var rep checkpoint.BenchReport
+	var rep checkpointbench.BenchReport
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatalf("output is not the JSON report: %v\n%s", err, out)
 	}
 	if rep.Config.Keys != 20000 || len(rep.Rows) != 10 || rep.StateBytes <= 20000*64/2 {
 		t.Fatalf("report: %+v", rep)
 	}
-	canon := map[string]checkpoint.BenchRow{}
+	canon := map[string]checkpointbench.BenchRow{}
 	for _, r := range rep.Rows {
 		if r.ID != "" {
 			canon[r.ID] = r
@@ -45,7 +45,7 @@ func TestBenchCheckpointJSON(t *testing.T) {
 			t.Errorf("same-parallelism restore fetched x%.2f the checkpoint", r.Amplification)
 		}
 	}
-	for _, id := range []string{checkpoint.BenchCanonicalWrite, checkpoint.BenchCanonicalRead} {
+	for _, id := range []string{checkpointbench.BenchCanonicalWrite, checkpointbench.BenchCanonicalRead} {
 		r, ok := canon[id]
 		if !ok {
 			t.Fatalf("no %s row in %+v", id, rep.Rows)
@@ -55,7 +55,7 @@ func TestBenchCheckpointJSON(t *testing.T) {
 			t.Errorf("%s: %+v", id, r)
 		}
 	}
-	if canon[checkpoint.BenchCanonicalWrite].Bytes != canon[checkpoint.BenchCanonicalRead].Bytes {
+	if canon[checkpointbench.BenchCanonicalWrite].Bytes != canon[checkpointbench.BenchCanonicalRead].Bytes {
 		t.Errorf("canonical write and read measured different bytes")
 	}
 	if _, _, code := run(t, "bench", "checkpoint", "--keys", "5"); code != ExitUsage {

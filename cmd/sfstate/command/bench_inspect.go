@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"text/tabwriter"
 
-	"github.com/sfstate/sfstate/savepoint/scanbench"
+	"github.com/sfstate/sfstate/internal/bench/scanbench"
 	"github.com/urfave/cli/v2"
 )
 

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sfstate/sfstate/savepoint/scanbench"
+	"github.com/sfstate/sfstate/internal/bench/scanbench"
 )
 
 func TestBenchInspect(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/sfstate/sfstate/recordstore"
+	"github.com/sfstate/sfstate/internal/bench/joinbench"
 	"github.com/urfave/cli/v2"
 )
 
@@ -42,14 +42,14 @@ func runBenchJoin(c *cli.Context) error {
 	if warmup == 0 {
 		warmup = -1 // none
 	}
-	cfg := recordstore.JoinBenchConfig{Dir: c.String("dir"), Quick: c.Bool("quick"), Trials: c.Int("trials"), Warmup: warmup,
+	cfg := joinbench.JoinBenchConfig{Dir: c.String("dir"), Quick: c.Bool("quick"), Trials: c.Int("trials"), Warmup: warmup,
 		Inputs: c.Int("inputs"), GroupRows: c.Int("group-rows"),
 		Shapes: c.StringSlice("shapes"), NoPrefixBloom: !c.Bool("prefix-bloom")}
 	if !g.Quiet && !g.JSON {
 		cfg.Progress = func(step string) { fmt.Fprintf(c.App.ErrWriter, "bench join: %s done\n", step) }
 	}
-	res, err := recordstore.RunJoinBench(cfg)
-	if errors.Is(err, recordstore.ErrUnknownShape) {
+	res, err := joinbench.RunJoinBench(cfg)
+	if errors.Is(err, joinbench.ErrUnknownShape) {
 		return Fail(ExitUsage, fmt.Errorf("bench join: --shapes: %w", err))
 	}
 	if err != nil {
@@ -62,8 +62,8 @@ func runBenchJoin(c *cli.Context) error {
 	return printJoinBench(w, res, cfg.Trials)
 }
 
-func printJoinBench(w io.Writer, res *recordstore.JoinBenchResult, trials int) error {
-	orig := map[string]recordstore.JoinBenchRow{}
+func printJoinBench(w io.Writer, res *joinbench.JoinBenchResult, trials int) error {
+	orig := map[string]joinbench.JoinBenchRow{}
 	for _, o := range res.Original {
 		orig[fmt.Sprintf("%s/%d", o.Shape, o.Payload)] = o
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sfstate/sfstate/recordstore"
+	"github.com/sfstate/sfstate/internal/bench/joinbench"
 )
 
 func TestBenchJoinTinyJSON(t *testing.T) {
@@ -17,7 +17,7 @@ func TestBenchJoinTinyJSON(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var res recordstore.JoinBenchResult
+	var res joinbench.JoinBenchResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
@@ -48,7 +48,7 @@ func TestBenchJoinShapesFilter(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var res recordstore.JoinBenchResult
+	var res joinbench.JoinBenchResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil {
 		t.Fatalf("%v:\n%s", err, out)
 	}
@@ -69,9 +69,9 @@ func TestBenchJoinShapesFilter(t *testing.T) {
 
 func TestBenchJoinTable(t *testing.T) {
 	var buf bytes.Buffer
-	res := &recordstore.JoinBenchResult{
-		Rows:     []recordstore.JoinBenchRow{{Shape: "skewed", Payload: 256, Inputs: 10, OutputRows: 5, Bucket: 2, RecordNoReuse: 0.5, Record8MiB: 0.2, Record64MiB: 0.1, RecordPool: 0.1}},
-		Original: recordstore.OriginalJoinMedians,
+	res := &joinbench.JoinBenchResult{
+		Rows:     []joinbench.JoinBenchRow{{Shape: "skewed", Payload: 256, Inputs: 10, OutputRows: 5, Bucket: 2, RecordNoReuse: 0.5, Record8MiB: 0.2, Record64MiB: 0.1, RecordPool: 0.1}},
+		Original: joinbench.OriginalJoinMedians,
 	}
 	if err := printJoinBench(&buf, res, 5); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/sfstate/sfstate/internal/bench/migratebench"
 	"github.com/sfstate/sfstate/migrate"
 )
 
@@ -30,7 +31,7 @@ func init() {
 
 func runBenchMigrate(c *cli.Context) error {
 	g := GlobalsFrom(c)
-	cfg := migrate.DefaultBenchConfig(c.Bool("quick"))
+	cfg := migratebench.DefaultBenchConfig(c.Bool("quick"))
 	cfg.Dir = c.String("dir")
 	cfg.NoS3 = c.Bool("no-s3")
 	if n := c.Int64("bucket-mib"); n != 0 {
@@ -51,7 +52,7 @@ func runBenchMigrate(c *cli.Context) error {
 			fmt.Fprintf(c.App.ErrWriter, "bench migrate: "+format+"\n", args...)
 		}
 	}
-	rep, err := migrate.RunBench(context.Background(), cfg)
+	rep, err := migratebench.RunBench(context.Background(), cfg)
 	if err != nil {
 		return Fail(ExitIO, fmt.Errorf("bench migrate: %w", err))
 	}

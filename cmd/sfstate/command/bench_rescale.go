@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"text/tabwriter"
 
-	enginerescale "github.com/sfstate/sfstate/engine/rescale"
+	"github.com/sfstate/sfstate/internal/bench/rescalebench"
 	"github.com/urfave/cli/v2"
 )
 
@@ -31,14 +31,14 @@ func runBenchRescale(c *cli.Context) error {
 	if c.IsSet("scale") && (scale <= 0 || scale > 4) {
 		return Failf(ExitUsage, "bench rescale: --scale must be in (0, 4]")
 	}
-	cfg := enginerescale.DefaultBenchConfig(c.Bool("quick"), scale)
+	cfg := rescalebench.DefaultBenchConfig(c.Bool("quick"), scale)
 	cfg.TempDir = c.String("dir")
 	if !g.Quiet && !g.JSON {
 		cfg.Log = func(format string, args ...any) {
 			fmt.Fprintf(c.App.ErrWriter, "bench rescale: "+format+"\n", args...)
 		}
 	}
-	rep, err := enginerescale.RunBench(c.Context, cfg)
+	rep, err := rescalebench.RunBench(c.Context, cfg)
 	if err != nil {
 		return Fail(ExitIO, fmt.Errorf("bench rescale: %w", err))
 	}

@@ -7,7 +7,7 @@ import (
 	"io"
 	"text/tabwriter"
 
-	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/internal/bench/statebench"
 	"github.com/urfave/cli/v2"
 )
 
@@ -33,7 +33,7 @@ func init() {
 
 func runBenchState(c *cli.Context) error {
 	g := GlobalsFrom(c)
-	cfg := engine.StateBenchConfig{
+	cfg := statebench.StateBenchConfig{
 		Dir:         c.String("dir"),
 		Events:      2_000_000,
 		LargeEvents: 10_000_000,
@@ -70,7 +70,7 @@ func runBenchState(c *cli.Context) error {
 	if !g.Quiet && !g.JSON {
 		cfg.Progress = func(step string) { fmt.Fprintf(c.App.ErrWriter, "bench state: %s done\n", step) }
 	}
-	res, err := engine.RunStateBench(cfg)
+	res, err := statebench.RunStateBench(cfg)
 	if err != nil {
 		return Fail(ExitIO, fmt.Errorf("bench state: %w", err))
 	}
@@ -115,7 +115,7 @@ func runBenchState(c *cli.Context) error {
 	return printMemory(w, tw, res)
 }
 
-func printMemory(w io.Writer, tw *tabwriter.Writer, res *engine.StateBenchResult) error {
+func printMemory(w io.Writer, tw *tabwriter.Writer, res *statebench.StateBenchResult) error {
 	fmt.Fprintf(w, "Native memory, operators sharing one slot (same write volume)\n")
 	fmt.Fprintln(tw, "write buffer\toperators\tshare\tarena block\ttotal native\tblock cache usage\tcache capacity\tmemtables\ttable readers\twbm usage\twbm capacity\t")
 	for _, m := range res.Memory {
@@ -128,7 +128,7 @@ func printMemory(w io.Writer, tw *tabwriter.Writer, res *engine.StateBenchResult
 	return nil
 }
 
-func printMicro(w io.Writer, tw *tabwriter.Writer, cfg engine.StateBenchConfig, res *engine.StateBenchResult) error {
+func printMicro(w io.Writer, tw *tabwriter.Writer, cfg statebench.StateBenchConfig, res *statebench.StateBenchResult) error {
 	fmt.Fprintf(w, "Flink state micro-benchmarks (%d keys, %d ops, ops/ms)\n", cfg.MicroKeys, cfg.MicroOps)
 	fmt.Fprintln(tw, "op\tper-op (skip list)\tper-op (same options)\tengine\tspeedup\tthread-CPU speedup\tCPU vs skip list\t")
 	for _, m := range res.Micro {

@@ -8,7 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
-	"github.com/sfstate/sfstate/s3/s3bench"
+	"github.com/sfstate/sfstate/internal/bench/s3bench"
 )
 
 func init() {

@@ -5,8 +5,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/sfstate/sfstate/internal/bench/s3bench"
 	"github.com/sfstate/sfstate/internal/testutil"
-	"github.com/sfstate/sfstate/s3/s3bench"
 )
 
 func TestBenchStorageJSON(t *testing.T) {

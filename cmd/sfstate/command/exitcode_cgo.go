@@ -6,13 +6,13 @@ import (
 	"github.com/sfstate/sfstate/engine/canonical"
 	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/engine/rowcodec"
+	"github.com/sfstate/sfstate/internal/bench/joinbench"
 	"github.com/sfstate/sfstate/migrate"
-	"github.com/sfstate/sfstate/recordstore"
 )
 
 // The error classes of the packages that link RocksDB (see exitcode.go).
 func init() {
-	usageErrs = append(usageErrs, recordstore.ErrUnknownShape)
+	usageErrs = append(usageErrs, joinbench.ErrUnknownShape)
 	unsupportedErrs = append(unsupportedErrs, canonical.ErrUnsupported, rowcodec.ErrUnsupportedType, rowcodec.ErrVersion)
 	corruptErrs = append(corruptErrs, checkpoint.ErrCorrupt, rowcodec.ErrCorrupt, rowcodec.ErrTruncated, canonical.ErrConvert)
 	differErrs = append(differErrs, migrate.ErrMismatch)

@@ -13,9 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sfstate/sfstate/internal/bench/scanbench"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
-	"github.com/sfstate/sfstate/savepoint/scanbench"
 )
 
 // TestGCHelperProcess is not a test: the interrupt tests run the CLI in a

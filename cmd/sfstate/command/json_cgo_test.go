@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/sfstate/sfstate/demo"
-	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
-	enginerescale "github.com/sfstate/sfstate/engine/rescale"
+	"github.com/sfstate/sfstate/internal/bench/checkpointbench"
+	"github.com/sfstate/sfstate/internal/bench/joinbench"
+	"github.com/sfstate/sfstate/internal/bench/migratebench"
+	"github.com/sfstate/sfstate/internal/bench/rescalebench"
+	"github.com/sfstate/sfstate/internal/bench/s3bench"
+	"github.com/sfstate/sfstate/internal/bench/statebench"
 	"github.com/sfstate/sfstate/migrate"
 	"github.com/sfstate/sfstate/recordstore"
-	"github.com/sfstate/sfstate/s3/s3bench"
 )
 
 // TestMigrateReportJSON: the migration report's keys are camelCase and its
@@ -40,13 +42,13 @@ func TestMigrateReportJSON(t *testing.T) {
 // each list) the way `sfstate --json bench X` does.
 func TestBenchReportsJSON(t *testing.T) {
 	reports := map[string]any{
-		"checkpoint": &checkpoint.BenchReport{Config: checkpoint.DefaultBenchConfig(true), Rows: []checkpoint.BenchRow{{}}},
+		"checkpoint": &checkpointbench.BenchReport{Config: checkpointbench.DefaultBenchConfig(true), Rows: []checkpointbench.BenchRow{{}}},
 		"storage":    &s3bench.Report{Rows: []s3bench.Row{{}}},
-		"rescale":    &enginerescale.BenchReport{Config: enginerescale.DefaultBenchConfig(true, 0), Rows: []enginerescale.BenchRow{{}}},
-		"migrate":    &migrate.BenchReport{Config: migrate.DefaultBenchConfig(true), Rows: []migrate.BenchRow{{}}},
-		"state": &engine.StateBenchResult{Workloads: []engine.WorkloadResult{{}}, Micro: []engine.MicroResult{{}},
-			Memory: []engine.MemoryResult{{}}},
-		"join": &recordstore.JoinBenchResult{Rows: []recordstore.JoinBenchRow{{}}},
+		"rescale":    &rescalebench.BenchReport{Config: rescalebench.DefaultBenchConfig(true, 0), Rows: []rescalebench.BenchRow{{}}},
+		"migrate":    &migratebench.BenchReport{Config: migratebench.DefaultBenchConfig(true), Rows: []migratebench.BenchRow{{}}},
+		"state": &statebench.StateBenchResult{Workloads: []statebench.WorkloadResult{{}}, Micro: []statebench.MicroResult{{}},
+			Memory: []statebench.MemoryResult{{}}},
+		"join": &joinbench.JoinBenchResult{Rows: []joinbench.JoinBenchRow{{}}},
 		// sfstate --json demo
 		"demo": &demo.Result{Workload: &demo.WorkloadStats{Elapsed: time.Second}, Migrate: &demo.MigrateFigures{Sides: []demo.SideCounts{{}}},
 			Rescale: &demo.RescaleFigures{}, Verify: []demo.Verdict{{}}, FixtureVerdict: &demo.Verdict{}, Steps: []demo.StepTime{{Name: "x", Elapsed: time.Second}}},

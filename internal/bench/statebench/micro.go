@@ -1,7 +1,6 @@
-package engine
+package statebench
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -11,7 +10,7 @@ import (
 	"runtime/pprof"
 	"time"
 
-	"github.com/linxGnu/grocksdb"
+	"github.com/sfstate/sfstate/engine"
 )
 
 // iterAccess adds prefix iteration and list appends to a stateAccess.
@@ -21,50 +20,9 @@ type iterAccess interface {
 	listAdd(st int, key []byte, elems [][]byte)
 }
 
-// listAdd is the per-op path's list append, as Flink's RocksDBListState
-// add/addAll: one RocksDB merge of the new elements, no read.
-func (p *perRecord) listAdd(st int, key []byte, elems [][]byte) {
-	p.accesses++
-	per := p.states[st].Kind == KindList && p.states[st].TTL > 0
-	now := p.clock.Now()
-	buf := binary.BigEndian.AppendUint64(p.list[:0], listPrefix(per, now))
-	for _, el := range elems {
-		buf = appendListElem(buf, per, now, el)
-	}
-	p.list = buf
-	if err := p.db.MergeCF(p.wo, p.cfs[st], key, buf); err != nil {
-		p.err = err
-	}
-}
-
 func (a *bundleAccess) listAdd(st int, key []byte, elems [][]byte) {
 	if err := a.b.ListAddAll(a.sts[st], key, elems); err != nil && a.err == nil {
 		a.err = err
-	}
-}
-
-func (p *perRecord) iterate(st int, prefix []byte, fn func(userKey, payload []byte) bool) {
-	ro := grocksdb.NewDefaultReadOptions()
-	defer ro.Destroy()
-	if up := prefixEnd(prefix); up != nil {
-		ro.SetIterateUpperBound(up)
-	}
-	it := p.db.NewIteratorCF(ro, p.cfs[st])
-	defer it.Close()
-	now := p.clock.Now()
-	ttl := p.states[st].TTL.Milliseconds()
-	for it.Seek(prefix); it.Valid(); it.Next() {
-		k, v := it.Key(), it.Value()
-		ts, pl, ok := splitValue(v.Data())
-		cont := true
-		if ok && (ttl <= 0 || ts+ttl > now) && bytes.HasPrefix(k.Data(), prefix) {
-			cont = fn(k.Data()[len(prefix):], pl)
-		}
-		k.Free()
-		v.Free()
-		if !cont {
-			break
-		}
 	}
 }
 
@@ -86,7 +44,7 @@ var (
 
 type microDef struct {
 	name  string
-	kind  Kind
+	kind  engine.Kind
 	keys  func(r *microRun, i int, emit func([]byte))
 	do    func(r *microRun, a iterAccess, i int)
 	fresh bool // blind writes: nothing to hydrate
@@ -94,7 +52,7 @@ type microDef struct {
 
 type microRun struct {
 	kb    []byte // the key being built (both paths copy what they keep)
-	l     Layout
+	l     engine.Layout
 	nkeys int
 	pick  []int // random existing key per op
 	val   []byte
@@ -120,7 +78,8 @@ func (r *microRun) entry(k, uk int) []byte {
 func listOf(n int, v []byte) []byte {
 	var out []byte
 	for i := 0; i < n; i++ {
-		out = appendLenBytes(out, v)
+		out = binary.AppendUvarint(out, uint64(len(v))) // whole-list encoding
+		out = append(out, v...)
 	}
 	return out
 }
@@ -137,45 +96,45 @@ func microDefs() []microDef {
 	}
 	var sink int
 	return []microDef{
-		{name: "valueAdd", kind: KindValue, keys: freshKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.put(0, r.key(r.nkeys+i), r.val) }},
-		{name: "valueUpdate", kind: KindValue, keys: valKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.put(0, r.key(r.pick[i]), r.val) }},
-		{name: "valueGet", kind: KindValue, keys: valKeys, do: func(r *microRun, a iterAccess, i int) { a.get(0, r.key(r.pick[i])) }},
+		{name: "valueAdd", kind: engine.KindValue, keys: freshKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.put(0, r.key(r.nkeys+i), r.val) }},
+		{name: "valueUpdate", kind: engine.KindValue, keys: valKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.put(0, r.key(r.pick[i]), r.val) }},
+		{name: "valueGet", kind: engine.KindValue, keys: valKeys, do: func(r *microRun, a iterAccess, i int) { a.get(0, r.key(r.pick[i])) }},
 		// listAdd adds one element to a new key's list, listAppend to a
 		// set-up list, listAddAll a list of elements to a set-up list: all
 		// blind appends (a RocksDB merge per op on the per-op path, one
 		// merge per touched key per bundle in the engine).
-		{name: "listAdd", kind: KindList, fresh: true, keys: freshKeys, do: func(r *microRun, a iterAccess, i int) { a.listAdd(0, r.key(r.nkeys+i), r.one) }},
-		{name: "listAddAll", kind: KindList, fresh: true, keys: valKeys, do: func(r *microRun, a iterAccess, i int) { a.listAdd(0, r.key(r.pick[i]), r.all) }},
-		{name: "listAppend", kind: KindList, fresh: true, keys: valKeys, do: func(r *microRun, a iterAccess, i int) { a.listAdd(0, r.key(r.pick[i]), r.one) }},
-		{name: "listGet", kind: KindList, keys: valKeys, do: func(r *microRun, a iterAccess, i int) {
+		{name: "listAdd", kind: engine.KindList, fresh: true, keys: freshKeys, do: func(r *microRun, a iterAccess, i int) { a.listAdd(0, r.key(r.nkeys+i), r.one) }},
+		{name: "listAddAll", kind: engine.KindList, fresh: true, keys: valKeys, do: func(r *microRun, a iterAccess, i int) { a.listAdd(0, r.key(r.pick[i]), r.all) }},
+		{name: "listAppend", kind: engine.KindList, fresh: true, keys: valKeys, do: func(r *microRun, a iterAccess, i int) { a.listAdd(0, r.key(r.pick[i]), r.one) }},
+		{name: "listGet", kind: engine.KindList, keys: valKeys, do: func(r *microRun, a iterAccess, i int) {
 			p, _ := a.get(0, r.key(r.pick[i]))
 			sink += len(p)
 		}},
-		{name: "listGetAndIterate", kind: KindList, keys: valKeys, do: func(r *microRun, a iterAccess, i int) {
+		{name: "listGetAndIterate", kind: engine.KindList, keys: valKeys, do: func(r *microRun, a iterAccess, i int) {
 			p, _ := a.get(0, r.key(r.pick[i]))
-			_ = decodeList(p, func(el []byte) bool { sink += len(el); return true })
+			_ = engine.ListElems(p, false, func(_ int64, el []byte) bool { sink += len(el); return true })
 		}},
-		{name: "listUpdate", kind: KindList, keys: valKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) {
+		{name: "listUpdate", kind: engine.KindList, keys: valKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) {
 			a.put(0, r.key(r.pick[i]), r.list)
 		}},
-		{name: "mapAdd", kind: KindMap, fresh: true, keys: func(r *microRun, i int, emit func([]byte)) { emit(r.entry(r.nkeys+i, 0)) },
+		{name: "mapAdd", kind: engine.KindMap, fresh: true, keys: func(r *microRun, i int, emit func([]byte)) { emit(r.entry(r.nkeys+i, 0)) },
 			do: func(r *microRun, a iterAccess, i int) { a.put(0, r.entry(r.nkeys+i, 0), r.val) }},
-		{name: "mapContains", kind: KindMap, keys: func(r *microRun, i int, emit func([]byte)) { emit(r.entry(r.pick[i], i%(2*microMapEntries))) },
+		{name: "mapContains", kind: engine.KindMap, keys: func(r *microRun, i int, emit func([]byte)) { emit(r.entry(r.pick[i], i%(2*microMapEntries))) },
 			do: func(r *microRun, a iterAccess, i int) { a.get(0, r.entry(r.pick[i], i%(2*microMapEntries))) }},
-		{name: "mapEntries", kind: KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
+		{name: "mapEntries", kind: engine.KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
 			iter(r, a, i, func(uk, v []byte) bool { sink += len(uk) + len(v); return true })
 		}},
-		{name: "mapGet", kind: KindMap, keys: mapKeys, do: func(r *microRun, a iterAccess, i int) { a.get(0, r.entry(r.pick[i], i%microMapEntries)) }},
-		{name: "mapIsEmpty", kind: KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
+		{name: "mapGet", kind: engine.KindMap, keys: mapKeys, do: func(r *microRun, a iterAccess, i int) { a.get(0, r.entry(r.pick[i], i%microMapEntries)) }},
+		{name: "mapIsEmpty", kind: engine.KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
 			iter(r, a, i, func(_, _ []byte) bool { sink++; return false })
 		}},
-		{name: "mapIterator", kind: KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
+		{name: "mapIterator", kind: engine.KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
 			iter(r, a, i, func(_, _ []byte) bool { return true })
 		}},
-		{name: "mapKeys", kind: KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
+		{name: "mapKeys", kind: engine.KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
 			iter(r, a, i, func(uk, _ []byte) bool { sink += len(uk); return true })
 		}},
-		{name: "mapPutAll", kind: KindMap, fresh: true, keys: func(r *microRun, i int, emit func([]byte)) {
+		{name: "mapPutAll", kind: engine.KindMap, fresh: true, keys: func(r *microRun, i int, emit func([]byte)) {
 			for uk := 0; uk < microMapEntries; uk++ {
 				emit(r.entry(r.nkeys+i, uk))
 			}
@@ -184,9 +143,9 @@ func microDefs() []microDef {
 				a.put(0, r.entry(r.nkeys+i, uk), r.val)
 			}
 		}},
-		{name: "mapRemove", kind: KindMap, keys: mapKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.del(0, r.entry(r.pick[i], i%microMapEntries)) }},
-		{name: "mapUpdate", kind: KindMap, keys: mapKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.put(0, r.entry(r.pick[i], i%microMapEntries), r.val) }},
-		{name: "mapValues", kind: KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
+		{name: "mapRemove", kind: engine.KindMap, keys: mapKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.del(0, r.entry(r.pick[i], i%microMapEntries)) }},
+		{name: "mapUpdate", kind: engine.KindMap, keys: mapKeys, fresh: true, do: func(r *microRun, a iterAccess, i int) { a.put(0, r.entry(r.pick[i], i%microMapEntries), r.val) }},
+		{name: "mapValues", kind: engine.KindMap, keys: noKeys, do: func(r *microRun, a iterAccess, i int) {
 			iter(r, a, i, func(_, v []byte) bool { sink += len(v); return true })
 		}},
 	}
@@ -197,11 +156,11 @@ func setupMicro(r *microRun, d microDef, a stateAccess) { setupMicroRange(r, d, 
 func setupMicroRange(r *microRun, d microDef, a stateAccess, lo, hi int) {
 	for k := lo; k < hi; k++ {
 		switch d.kind {
-		case KindValue:
+		case engine.KindValue:
 			a.put(0, r.key(k), r.val)
-		case KindList:
+		case engine.KindList:
 			a.put(0, r.key(k), listOf(microMapEntries, r.val))
-		case KindMap:
+		case engine.KindMap:
 			for uk := 0; uk < microMapEntries; uk++ {
 				a.put(0, r.entry(k, uk), r.val)
 			}
@@ -234,8 +193,8 @@ func runMicro(cfg StateBenchConfig, dir string, note func(string)) ([]MicroResul
 	if cfg.perfLevel > 0 {
 		// Perf counting is per thread: set for the locked thread, both
 		// paths run on it.
-		setPerfLevel(cfg.perfLevel)
-		defer setPerfLevel(perfLevelDefault)
+		engine.SetPerfLevel(cfg.perfLevel)
+		defer engine.SetPerfLevel(engine.PerfLevelDefault)
 	}
 	var out []MicroResult
 	for _, d := range microDefs() {
@@ -253,14 +212,14 @@ func runMicro(cfg StateBenchConfig, dir string, note func(string)) ([]MicroResul
 }
 
 func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (MicroResult, error) {
-	states := []StateDesc{{Name: "s", Kind: d.kind}}
+	states := []engine.StateDesc{{Name: "s", Kind: d.kind}}
 	res := MicroResult{Op: d.name}
-	slotP, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+	slotP, err := engine.NewSlotMemory(engine.SlotConfig{ManagedMemory: cfg.ManagedMemory})
 	if err != nil {
 		return res, err
 	}
 	defer slotP.Close()
-	slotE, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+	slotE, err := engine.NewSlotMemory(engine.SlotConfig{ManagedMemory: cfg.ManagedMemory})
 	if err != nil {
 		return res, err
 	}
@@ -272,7 +231,7 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 	defer p.close()
 	// The per-op path once more on RocksDB's own skip-list memtable (what
 	// Flink's RocksDB backend runs with), in its own slot.
-	slotS, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+	slotS, err := engine.NewSlotMemory(engine.SlotConfig{ManagedMemory: cfg.ManagedMemory})
 	if err != nil {
 		return res, err
 	}
@@ -284,12 +243,12 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 		return res, err
 	}
 	defer pS.close()
-	be, err := OpenRocksDB(filepath.Join(dir, "micro-"+d.name+"-engine"), benchLayout, states, cfg.rocksOptions(slotE))
+	be, err := engine.OpenRocksDB(filepath.Join(dir, "micro-"+d.name+"-engine"), benchLayout, states, cfg.rocksOptions(slotE))
 	if err != nil {
 		return res, err
 	}
 	defer be.Close()
-	op := NewOperator(be, nil)
+	op := engine.NewOperator(be, nil)
 	b := op.NewBundle()
 	defer b.Close()
 	acc := &bundleAccess{b: b, sts: op.States()}
@@ -304,25 +263,25 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 	}
 	var (
 		keys  [][]byte
-		refs  []KeyRef
+		refs  []engine.KeyRef
 		arena []byte
 		offs  []int
 	)
 	st := op.States()[0]
-	var perOp, perOpS, engine, perOpCPU, perOpSCPU, engineCPU time.Duration
+	var perOp, perOpS, bundled, perOpCPU, perOpSCPU, engineCPU time.Duration
 	for lo := 0; lo < cfg.MicroOps; lo += cfg.BundleSize {
 		hi := min(lo+cfg.BundleSize, cfg.MicroOps)
 		pprof.SetGoroutineLabels(perOpSkipLabels)
-		cS, tS := threadCPU(), time.Now()
+		cS, tS := engine.ThreadCPU(), time.Now()
 		for i := lo; i < hi; i++ {
 			d.do(r, pS, i)
 		}
 		pprof.SetGoroutineLabels(perOpLabels)
-		c0, t0 := threadCPU(), time.Now()
+		c0, t0 := engine.ThreadCPU(), time.Now()
 		for i := lo; i < hi; i++ {
 			d.do(r, p, i)
 		}
-		c1, t1 := threadCPU(), time.Now()
+		c1, t1 := engine.ThreadCPU(), time.Now()
 		perOpS += t0.Sub(tS)
 		perOpSCPU += c0 - cS
 		pprof.SetGoroutineLabels(engineLabels)
@@ -338,7 +297,7 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 			// Blind writes: declared write-only, Begin reads nothing.
 			refs = refs[:0]
 			for j, at := range offs {
-				refs = append(refs, KeyRef{State: st, Key: arena[at-keyLen(offs, j) : at], WriteOnly: true})
+				refs = append(refs, engine.KeyRef{State: st, Key: arena[at-keyLen(offs, j) : at], WriteOnly: true})
 			}
 			if err := b.Begin(refs); err != nil {
 				return res, err
@@ -361,18 +320,18 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 		if err := b.Commit(); err != nil {
 			return res, err
 		}
-		c2, t2 := threadCPU(), time.Now()
+		c2, t2 := engine.ThreadCPU(), time.Now()
 		pprof.SetGoroutineLabels(context.Background())
 		perOp += t1.Sub(t0)
-		engine += t2.Sub(t1)
+		bundled += t2.Sub(t1)
 		perOpCPU += c1 - c0
 		engineCPU += c2 - c1
 	}
-	if p.err != nil {
-		return res, p.err
+	if p.Err() != nil {
+		return res, p.Err()
 	}
-	if pS.err != nil {
-		return res, pS.err
+	if pS.Err() != nil {
+		return res, pS.Err()
 	}
 	if acc.err != nil {
 		return res, acc.err
@@ -384,7 +343,7 @@ func runMicroOne(cfg StateBenchConfig, dir string, r *microRun, d microDef) (Mic
 	}
 	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 	res.PerOpOpsMs = float64(cfg.MicroOps) / ms(perOp)
-	res.EngineOpsMs = float64(cfg.MicroOps) / ms(engine)
+	res.EngineOpsMs = float64(cfg.MicroOps) / ms(bundled)
 	res.Speedup = res.EngineOpsMs / res.PerOpOpsMs
 	res.CPUSpeedup = ms(perOpCPU) / ms(engineCPU)
 	res.PerOpSkipListOpsMs = float64(cfg.MicroOps) / ms(perOpS)
@@ -418,12 +377,12 @@ func runMemory(cfg StateBenchConfig, dir string) ([]MemoryResult, error) {
 func runMemoryWith(cfg StateBenchConfig, dir string, wb, total int64, val []byte) ([]MemoryResult, error) {
 	var out []MemoryResult
 	for _, n := range []int{1, 4, 16} {
-		slot, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+		slot, err := engine.NewSlotMemory(engine.SlotConfig{ManagedMemory: cfg.ManagedMemory})
 		if err != nil {
 			return nil, err
 		}
-		states := []StateDesc{{Name: "a", Kind: KindValue}, {Name: "b", Kind: KindValue}}
-		var bes []*rocksBackend
+		states := []engine.StateDesc{{Name: "a", Kind: engine.KindValue}, {Name: "b", Kind: engine.KindValue}}
+		var bes []engine.Backend
 		closeAll := func() {
 			for _, be := range bes {
 				be.Close()
@@ -431,16 +390,16 @@ func runMemoryWith(cfg StateBenchConfig, dir string, wb, total int64, val []byte
 			slot.Close()
 		}
 		for i := 0; i < n; i++ {
-			be, err := OpenRocksDB(filepath.Join(dir, fmt.Sprintf("mem-%d-%d-%d", wb, n, i)), benchLayout, states, RocksOptions{Slot: slot, WriteBufferSize: wb})
+			be, err := engine.OpenRocksDB(filepath.Join(dir, fmt.Sprintf("mem-%d-%d-%d", wb, n, i)), benchLayout, states, engine.RocksOptions{Slot: slot, WriteBufferSize: wb})
 			if err != nil {
 				closeAll()
 				return nil, err
 			}
-			bes = append(bes, be.(*rocksBackend))
+			bes = append(bes, be)
 		}
 		per := int(total) / len(val) / n
 		for i, be := range bes {
-			op := NewOperator(be, nil)
+			op := engine.NewOperator(be, nil)
 			b := op.NewBundle()
 			for lo := 0; lo < per; lo += 5000 {
 				_ = b.Begin(nil)
@@ -459,10 +418,10 @@ func runMemoryWith(cfg StateBenchConfig, dir string, wb, total int64, val []byte
 		share := slot.WriteBufferShare()
 		r := MemoryResult{Operators: n, WriteBufferSize: wb, CacheUsage: slot.CacheUsage(), CacheCapacity: slot.CacheCapacity(),
 			WriteBufferUsage: slot.WriteBufferUsage(), WriteBufferCap: slot.WriteBufferCapacity(),
-			ArenaBlockSize: ArenaBlockSize(min(wb, share), slot.WriteBufferCapacity()), WriteBufferShare: share}
+			ArenaBlockSize: engine.ArenaBlockSize(min(wb, share), slot.WriteBufferCapacity()), WriteBufferShare: share}
 		for _, be := range bes {
-			m, _ := be.Property("rocksdb.cur-size-all-mem-tables")
-			t, _ := be.Property("rocksdb.estimate-table-readers-mem")
+			m, _ := engine.Property(be, "rocksdb.cur-size-all-mem-tables")
+			t, _ := engine.Property(be, "rocksdb.estimate-table-readers-mem")
 			r.MemTables += int64(m)
 			r.TableReadersMem += int64(t)
 		}
@@ -475,12 +434,12 @@ func runMemoryWith(cfg StateBenchConfig, dir string, wb, total int64, val []byte
 
 // compareMicro checks that the per-op path and the engine hold the same live
 // entries (payloads; timestamps differ by when each path wrote).
-func compareMicro(p *perRecord, b *Bundle, st *State) error {
+func compareMicro(p *perRecord, b *engine.Bundle, st *engine.State) error {
 	type kv struct{ k, v string }
 	var want, got []kv
 	p.iterate(0, nil, func(k, v []byte) bool { want = append(want, kv{string(k), string(v)}); return true })
-	if p.err != nil {
-		return p.err
+	if p.Err() != nil {
+		return p.Err()
 	}
 	if err := b.Begin(nil); err != nil {
 		return err

@@ -1,7 +1,8 @@
-package engine
-
-// #include "shim.h"
-import "C"
+// Package statebench measures the bundled state engine against the
+// per-record baseline (engine.PerRecord: one RocksDB call per access, as
+// Flink's RocksDB backend does): Nexmark-style workloads, Flink's state
+// micro-benchmarks and slot memory (sfstate bench state).
+package statebench
 
 import (
 	"encoding/binary"
@@ -15,7 +16,8 @@ import (
 	"sort"
 	"time"
 
-	"github.com/linxGnu/grocksdb"
+	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/internal/bench/proc"
 	"github.com/sfstate/sfstate/keygroups"
 )
 
@@ -43,7 +45,7 @@ type StateBenchConfig struct {
 
 	microFilter map[string]bool // run only these micro-benchmarks (nil: all)
 	perfLevel   int             // RocksDB perf level for the micro thread (0: library default)
-	insertHint  int             // RocksOptions.InsertHintPrefix of both paths
+	insertHint  int             // engine.RocksOptions.InsertHintPrefix of both paths
 	verifyMicro bool            // compare both paths' stored state after each micro-benchmark
 }
 
@@ -219,9 +221,9 @@ type stateAccess interface {
 
 type workload struct {
 	name   string
-	states []StateDesc
+	states []engine.StateDesc
 	// keys lists the state keys an event touches (for Begin).
-	keys func(l Layout, ev *nxEvent, emit func(st int, key []byte))
+	keys func(l engine.Layout, ev *nxEvent, emit func(st int, key []byte))
 	// apply runs the event's state accesses on the keys keys emitted.
 	apply func(ev *nxEvent, keys [][]byte, a stateAccess, buf []byte)
 	// winners attaches a Top-1 winner cache (16 MiB of the slot's pool)
@@ -242,14 +244,14 @@ func putI64s(dst []byte, vs ...int64) []byte {
 }
 
 func nexmarkWorkloads() []workload {
-	mp := func(l Layout) int { return l.MaxParallelism }
+	mp := func(l engine.Layout) int { return l.MaxParallelism }
 	return []workload{
 		{
 			// q4: MAX(price) with retraction per auction (a multiset of bid
 			// prices) feeding an AVG per category.
 			name:   "q4",
-			states: []StateDesc{{Name: "max_multiset", Kind: KindMultiset}, {Name: "avg", Kind: KindValue}},
-			keys: func(l Layout, ev *nxEvent, emit func(int, []byte)) {
+			states: []engine.StateDesc{{Name: "max_multiset", Kind: engine.KindMultiset}, {Name: "avg", Kind: engine.KindValue}},
+			keys: func(l engine.Layout, ev *nxEvent, emit func(int, []byte)) {
 				if ev.kind != nxBid {
 					return
 				}
@@ -275,8 +277,8 @@ func nexmarkWorkloads() []workload {
 		{
 			// q7: the highest bid per 10 s tumbling window (window = namespace).
 			name:   "q7",
-			states: []StateDesc{{Name: "window_max", Kind: KindValue}},
-			keys: func(l Layout, ev *nxEvent, emit func(int, []byte)) {
+			states: []engine.StateDesc{{Name: "window_max", Kind: engine.KindValue}},
+			keys: func(l engine.Layout, ev *nxEvent, emit func(int, []byte)) {
 				if ev.kind == nxBid {
 					emit(0, l.Key(nil, kgOf(0, mp(l)), i64key(0), i64key(ev.time/10_000)))
 				}
@@ -298,8 +300,8 @@ func nexmarkWorkloads() []workload {
 		{
 			// q17: per auction and day: count, sum, min, max of bid prices.
 			name:   "q17",
-			states: []StateDesc{{Name: "auction_day", Kind: KindValue}},
-			keys: func(l Layout, ev *nxEvent, emit func(int, []byte)) {
+			states: []engine.StateDesc{{Name: "auction_day", Kind: engine.KindValue}},
+			keys: func(l engine.Layout, ev *nxEvent, emit func(int, []byte)) {
 				if ev.kind == nxBid {
 					emit(0, l.Key(nil, kgOf(ev.auction, mp(l)), i64key(ev.auction), i64key(ev.time/86_400_000)))
 				}
@@ -318,9 +320,9 @@ func nexmarkWorkloads() []workload {
 		{
 			// q18: Top-1 (last bid by time) per bidder and auction.
 			name:    "q18",
-			states:  []StateDesc{{Name: "top1", Kind: KindValue, TTL: 24 * time.Hour}},
+			states:  []engine.StateDesc{{Name: "top1", Kind: engine.KindValue, TTL: 24 * time.Hour}},
 			winners: true,
-			keys: func(l Layout, ev *nxEvent, emit func(int, []byte)) {
+			keys: func(l engine.Layout, ev *nxEvent, emit func(int, []byte)) {
 				if ev.kind == nxBid {
 					emit(0, l.Key(nil, kgOf(ev.bidder*31+ev.auction, mp(l)), append(i64key(ev.bidder), i64key(ev.auction)...), nil))
 				}
@@ -339,8 +341,8 @@ func nexmarkWorkloads() []workload {
 			// q20: bids joined with their auction: auctions stored by id,
 			// every bid looks its auction up.
 			name:   "q20",
-			states: []StateDesc{{Name: "auctions", Kind: KindValue}},
-			keys: func(l Layout, ev *nxEvent, emit func(int, []byte)) {
+			states: []engine.StateDesc{{Name: "auctions", Kind: engine.KindValue}},
+			keys: func(l engine.Layout, ev *nxEvent, emit func(int, []byte)) {
 				switch ev.kind {
 				case nxAuction:
 					emit(0, l.Key(nil, kgOf(ev.id, mp(l)), i64key(ev.id), nil))
@@ -369,145 +371,11 @@ func readI64(p []byte, i int) int64 {
 	return int64(binary.BigEndian.Uint64(p[8*i:]))
 }
 
-// ---- per-record path: grocksdb Get + Put per access ---------------------------
-
-type perRecord struct {
-	db       *grocksdb.DB
-	handles  []*grocksdb.ColumnFamilyHandle
-	cfs      []*grocksdb.ColumnFamilyHandle
-	opts     []*grocksdb.Options
-	ro       *grocksdb.ReadOptions
-	wo       *grocksdb.WriteOptions
-	states   []StateDesc
-	clock    *Clock
-	slot     *SlotMemory
-	member   *slotMember
-	val      []byte
-	out      []byte
-	list     []byte
-	err      error
-	accesses int64
-}
-
-func openPerRecord(dir string, states []StateDesc, ro RocksOptions) (*perRecord, error) {
-	ro.defaults()
-	nat, err := ro.Slot.acquire()
-	if err != nil {
-		return nil, err
-	}
-	clock := ro.Clock
-	if clock == nil {
-		clock = SystemClock()
-	}
-	p := &perRecord{states: states, clock: clock, slot: ro.Slot}
-	// The same share of the slot's write buffers as an engine instance.
-	p.member = &slotMember{configured: ro.WriteBufferSize}
-	ro.WriteBufferSize = ro.Slot.join(p.member, len(states))
-	names := []string{"default"}
-	var cfo []*grocksdb.Options
-	base, err := columnFamilyOptions(ro, 0, 0, nat, nil)
-	if err != nil {
-		p.close() // leaves the slot and releases it
-		return nil, err
-	}
-	p.opts = append(p.opts, base)
-	cfo = append(cfo, base)
-	for _, s := range states {
-		o, err := columnFamilyOptions(ro, s.Kind, s.TTL.Milliseconds(), nat, nil)
-		if err != nil {
-			p.close()
-			return nil, err
-		}
-		p.opts = append(p.opts, o)
-		names = append(names, s.Name)
-		cfo = append(cfo, o)
-	}
-	db, hs, err := grocksdb.OpenDbColumnFamilies(base, dir, names, cfo)
-	if err != nil {
-		p.close()
-		return nil, err
-	}
-	p.db, p.handles, p.cfs = db, hs, hs[1:]
-	p.ro = grocksdb.NewDefaultReadOptions()
-	p.wo = grocksdb.NewDefaultWriteOptions()
-	p.wo.DisableWAL(true)
-	ccfs := make([]*C.rocksdb_column_family_handle_t, len(p.cfs))
-	for i, h := range p.cfs {
-		ccfs[i] = nativeCF(h)
-	}
-	if err := ro.Slot.register(p.member, nativeDB(db), ccfs); err != nil {
-		p.close()
-		return nil, err
-	}
-	return p, nil
-}
-
-func (p *perRecord) close() {
-	if p.member != nil {
-		p.slot.leave(p.member, len(p.states))
-		p.member = nil
-	}
-	if p.db != nil {
-		for _, h := range p.handles {
-			h.Destroy()
-		}
-		p.db.Close()
-		p.ro.Destroy()
-		p.wo.Destroy()
-		p.db = nil
-	}
-	for _, o := range p.opts {
-		o.Destroy()
-	}
-	p.opts = nil
-	if p.slot != nil {
-		p.slot.release()
-		p.slot = nil
-	}
-}
-
-func (p *perRecord) get(st int, key []byte) ([]byte, bool) {
-	p.accesses++
-	s, err := p.db.GetCF(p.ro, p.cfs[st], key)
-	if err != nil {
-		p.err = err
-		return nil, false
-	}
-	defer s.Free()
-	if !s.Exists() {
-		return nil, false
-	}
-	ts, pl, ok := splitValue(s.Data())
-	if !ok {
-		p.err = errors.New("value without TTL prefix")
-		return nil, false
-	}
-	if ttl := p.states[st].TTL.Milliseconds(); ttl > 0 && ts+ttl <= p.clock.Now() {
-		return nil, false
-	}
-	p.out = append(p.out[:0], pl...)
-	return p.out, true
-}
-
-func (p *perRecord) put(st int, key, payload []byte) {
-	p.accesses++
-	p.val = appendValue(p.val[:0], p.clock.Now(), payload)
-	if err := p.db.PutCF(p.wo, p.cfs[st], key, p.val); err != nil {
-		p.err = err
-	}
-}
-
-func (p *perRecord) del(st int, key []byte) {
-	if err := p.db.DeleteCF(p.wo, p.cfs[st], key); err != nil {
-		p.err = err
-	}
-}
-
 // ---- bundled path -------------------------------------------------------------
 
 type bundleAccess struct {
-	b   *Bundle
-	sts []*State
+	b   *engine.Bundle
+	sts []*engine.State
 	err error
 }
 
@@ -531,7 +399,7 @@ func (a *bundleAccess) del(st int, key []byte) {
 	}
 }
 
-var benchLayout = Layout{MaxParallelism: 128, Range: KeyGroupRange{0, 127}}
+var benchLayout = engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
 
 func percentile(ds []time.Duration, q float64) float64 {
 	if len(ds) == 0 {
@@ -544,8 +412,8 @@ func percentile(ds []time.Duration, q float64) float64 {
 	return float64(s[i]) / float64(time.Millisecond)
 }
 
-func (c StateBenchConfig) rocksOptions(slot *SlotMemory) RocksOptions {
-	return RocksOptions{Slot: slot, Clock: SystemClock(), InsertHintPrefix: c.insertHint}
+func (c StateBenchConfig) rocksOptions(slot *engine.SlotMemory) engine.RocksOptions {
+	return engine.RocksOptions{Slot: slot, Clock: engine.SystemClock(), InsertHintPrefix: c.insertHint}
 }
 
 // runWorkload runs both paths over the same events, interleaved bundle by
@@ -558,7 +426,7 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string, nEvents int, bund
 	res := WorkloadResult{Name: w.name, Events: nEvents}
 	g := newNxGen(cfg.Seed)
 	events := make([]nxEvent, cfg.BundleSize)
-	slotB, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+	slotB, err := engine.NewSlotMemory(engine.SlotConfig{ManagedMemory: cfg.ManagedMemory})
 	if err != nil {
 		return res, err
 	}
@@ -572,7 +440,7 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string, nEvents int, bund
 	// bundled path runs alone (its peak RSS is measured then).
 	var p *perRecord
 	if !bundleOnly {
-		slotP, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+		slotP, err := engine.NewSlotMemory(engine.SlotConfig{ManagedMemory: cfg.ManagedMemory})
 		if err != nil {
 			return res, err
 		}
@@ -583,23 +451,23 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string, nEvents int, bund
 		}
 		defer p.close()
 	}
-	be, err := OpenRocksDB(filepath.Join(dir, run+"-bundle"), benchLayout, w.states, cfg.rocksOptions(slotB))
+	be, err := engine.OpenRocksDB(filepath.Join(dir, run+"-bundle"), benchLayout, w.states, cfg.rocksOptions(slotB))
 	if err != nil {
 		return res, err
 	}
 	defer be.Close()
-	op := NewOperator(be, nil)
+	op := engine.NewOperator(be, nil)
 	sts := op.States()
 	b := op.NewBundle()
 	defer b.Close()
 	acc := &bundleAccess{b: b, sts: sts}
 	if w.winners {
-		wc := NewWinnerCache(slotB.Pool(), 16<<20)
+		wc := engine.NewWinnerCache(slotB.Pool(), 16<<20)
 		defer wc.Release()
 		b.SetWinnerCache(sts[0], wc)
 	}
 	buf := make([]byte, 0, 128)
-	var refs []KeyRef
+	var refs []engine.KeyRef
 	var commits []time.Duration
 	var perRecord, bundled, perRecordCPU, bundledCPU time.Duration
 	runtime.LockOSThread()
@@ -616,13 +484,13 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string, nEvents int, bund
 		for i := lo; i < hi; i++ {
 			events[i] = g.next()
 		}
-		c0, t0 := threadCPU(), time.Now()
+		c0, t0 := engine.ThreadCPU(), time.Now()
 		if !bundleOnly {
 			for i := lo; i < hi; i++ {
 				w.apply(&events[i], emitFor(&events[i]), p, buf)
 			}
 		}
-		c1, t1 := threadCPU(), time.Now()
+		c1, t1 := engine.ThreadCPU(), time.Now()
 		perRecord += t1.Sub(t0)
 		perRecordCPU += c1 - c0
 		// The bundled path keeps each event's keys from Begin to apply.
@@ -630,7 +498,7 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string, nEvents int, bund
 		starts := bundleStarts[:0]
 		for i := lo; i < hi; i++ {
 			starts = append(starts, len(refs))
-			w.keys(benchLayout, &events[i], func(st int, k []byte) { refs = append(refs, KeyRef{State: sts[st], Key: k}) })
+			w.keys(benchLayout, &events[i], func(st int, k []byte) { refs = append(refs, engine.KeyRef{State: sts[st], Key: k}) })
 		}
 		starts = append(starts, len(refs))
 		bundleStarts = starts
@@ -653,16 +521,16 @@ func runWorkload(cfg StateBenchConfig, w workload, dir string, nEvents int, bund
 		res.Hydrated += int64(b.Stats().Hydrated + b.Stats().PointReads)
 		res.Writes += int64(b.Stats().Writes)
 		bundled += t3.Sub(t1)
-		bundledCPU += threadCPU() - c1
+		bundledCPU += engine.ThreadCPU() - c1
 	}
-	if p != nil && p.err != nil {
-		return res, p.err
+	if p != nil && p.Err() != nil {
+		return res, p.Err()
 	}
 	if acc.err != nil {
 		return res, acc.err
 	}
 	if p != nil {
-		res.Accesses = p.accesses
+		res.Accesses = p.Accesses()
 	}
 	res.PerRecordEPS = float64(nEvents) / perRecord.Seconds()
 	res.BundleEPS = float64(nEvents) / bundled.Seconds()
@@ -747,7 +615,7 @@ func RunStateBench(cfg StateBenchConfig) (*StateBenchResult, error) {
 			if err != nil {
 				return nil, fmt.Errorf("workload %s (%d events): %w", w.name, cfg.LargeEvents, err)
 			}
-			rss, err := peakRSSOf(func() error {
+			rss, err := proc.PeakRSSOf(func() error {
 				_, err := runWorkload(large, w, dir, cfg.LargeEvents, true)
 				return err
 			})

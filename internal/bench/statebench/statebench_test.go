@@ -1,10 +1,12 @@
-package engine
+package statebench
 
 import (
 	"os"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sfstate/sfstate/engine"
 )
 
 func TestNexmarkGeneratorProportions(t *testing.T) {
@@ -46,7 +48,7 @@ func TestWorkloadsAgree(t *testing.T) {
 	for _, w := range nexmarkWorkloads() {
 		t.Run(w.name, func(t *testing.T) {
 			dir := t.TempDir()
-			slot, err := NewSlotMemory(SlotConfig{ManagedMemory: cfg.ManagedMemory})
+			slot, err := engine.NewSlotMemory(engine.SlotConfig{ManagedMemory: cfg.ManagedMemory})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -65,22 +67,22 @@ func TestWorkloadsAgree(t *testing.T) {
 				w.keys(benchLayout, &events[i], func(_ int, k []byte) { ks = append(ks, k) })
 				w.apply(&events[i], ks, p, nil)
 			}
-			be, err := OpenRocksDB(dir+"/b", benchLayout, w.states, cfg.rocksOptions(slot))
+			be, err := engine.OpenRocksDB(dir+"/b", benchLayout, w.states, cfg.rocksOptions(slot))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer be.Close()
-			op := NewOperator(be, nil)
+			op := engine.NewOperator(be, nil)
 			b := op.NewBundle()
 			defer b.Close()
 			acc := &bundleAccess{b: b, sts: op.States()}
 			if w.winners {
-				b.SetWinnerCache(op.States()[0], NewWinnerCache(slot.Pool(), 1<<20))
+				b.SetWinnerCache(op.States()[0], engine.NewWinnerCache(slot.Pool(), 1<<20))
 			}
 			for lo := 0; lo < len(events); lo += cfg.BundleSize {
-				var refs []KeyRef
+				var refs []engine.KeyRef
 				for i := lo; i < lo+cfg.BundleSize; i++ {
-					w.keys(benchLayout, &events[i], func(st int, k []byte) { refs = append(refs, KeyRef{State: op.States()[st], Key: k}) })
+					w.keys(benchLayout, &events[i], func(st int, k []byte) { refs = append(refs, engine.KeyRef{State: op.States()[st], Key: k}) })
 				}
 				_ = b.Begin(refs)
 				for i := lo; i < lo+cfg.BundleSize; i++ {
@@ -96,21 +98,13 @@ func TestWorkloadsAgree(t *testing.T) {
 				}
 			}
 			for st := range w.states {
-				dump := func(read func(fn func(k, v []byte))) map[string]string {
-					out := map[string]string{}
-					read(func(k, v []byte) { out[string(k)] = string(v[TTLPrefix:]) })
-					return out
+				// payloads without the TTL prefix, keyed by stored key
+				pm, bm := map[string]string{}, map[string]string{}
+				p.iterate(st, nil, func(k, v []byte) bool { pm[string(k)] = string(v); return true })
+				if err := p.Err(); err != nil {
+					t.Fatal(err)
 				}
-				pm := dump(func(fn func(k, v []byte)) {
-					it := p.db.NewIteratorCF(p.ro, p.cfs[st])
-					defer it.Close()
-					for it.SeekToFirst(); it.Valid(); it.Next() {
-						fn(it.Key().Data(), it.Value().Data())
-					}
-				})
-				bm := dump(func(fn func(k, v []byte)) {
-					_ = be.Scan(st, nil, nil, func(k, v []byte) bool { fn(k, v); return true })
-				})
+				_ = be.Scan(st, nil, nil, func(k, v []byte) bool { bm[string(k)] = string(v[engine.TTLPrefix:]); return true })
 				if len(pm) == 0 || len(pm) != len(bm) {
 					t.Fatalf("state %d: %d vs %d entries", st, len(pm), len(bm))
 				}
@@ -209,34 +203,4 @@ func TestMicroPathsAgree(t *testing.T) {
 			t.Errorf("micro-benchmark %s missing", op)
 		}
 	}
-}
-
-// TestPeakRSSOf checks that the peak resident set measured around a
-// function grows with what the function touches.
-func TestPeakRSSOf(t *testing.T) {
-	var keep []byte
-	small, err := peakRSSOf(func() error { return nil })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if small < 0 {
-		t.Skip("this kernel cannot reset the peak resident set")
-	}
-	big, err := peakRSSOf(func() error {
-		keep = make([]byte, 64<<20)
-		for i := range keep {
-			if i%4096 == 0 {
-				keep[i] = 1
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if big < small+48<<20 {
-		t.Fatalf("peak RSS %d around a 64 MiB allocation, %d around nothing", big, small)
-	}
-	keep = nil
-	_ = keep
 }

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package recordstore
+package joinbench
 
 import (
 	"fmt"

@@ -1,4 +1,8 @@
-package checkpoint
+// Package checkpointbench measures native checkpoints (engine/checkpoint)
+// against a local S3 server: snapshot, incremental upload and restore
+// against plain uploads and downloads of the same bytes, and canonical
+// savepoint export and import of the same state (sfstate bench checkpoint).
+package checkpointbench
 
 import (
 	"context"
@@ -12,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/internal/testutil"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
@@ -218,7 +223,7 @@ func benchVariant(ctx context.Context, cfg BenchConfig, logf func(string, ...any
 			return err
 		}
 	}
-	cp := New(st, Options{Parallel: cfg.Parallel, LocalDir: scratch})
+	cp := checkpoint.New(st, checkpoint.Options{Parallel: cfg.Parallel, LocalDir: scratch})
 	plainDir := filepath.Join(scratch, "plain")
 
 	// First checkpoint.
@@ -297,14 +302,14 @@ func benchVariant(ctx context.Context, cfg BenchConfig, logf func(string, ...any
 	}{{"restore, same parallelism", cfg.Parallelism}, {fmt.Sprintf("restore, rescaled %d→%d", cfg.Parallelism, cfg.Parallelism+1), cfg.Parallelism + 1}} {
 		logf("%s", rc.name)
 		dir := filepath.Join(scratch, fmt.Sprintf("restore-%d", rc.p))
-		var total RestoreStats
+		var total checkpoint.RestoreStats
 		var mu sync.Mutex
 		start = time.Now()
 		g, gctx := errgroup.WithContext(ctx)
 		for i, r := range keygroups.Ranges(maxPar, rc.p) {
 			i, r := i, r
 			g.Go(func() error {
-				b, s, err := Restore(gctx, st, 2, engine.KeyGroupRange{Start: r.Start, End: r.End}, filepath.Join(dir, fmt.Sprint(i)), RestoreOptions{Parallel: cfg.Parallel, KeyGroupFiles: kg})
+				b, s, err := checkpoint.Restore(gctx, st, 2, engine.KeyGroupRange{Start: r.Start, End: r.End}, filepath.Join(dir, fmt.Sprint(i)), checkpoint.RestoreOptions{Parallel: cfg.Parallel, KeyGroupFiles: kg})
 				if err != nil {
 					return err
 				}
@@ -348,7 +353,7 @@ func benchVariant(ctx context.Context, cfg BenchConfig, logf func(string, ...any
 	return nil
 }
 
-func uploadedSizes(m *Manifest) []int64 {
+func uploadedSizes(m *checkpoint.Manifest) []int64 {
 	var out []int64
 	for _, s := range m.Subtasks {
 		for _, f := range s.Shared {
@@ -415,7 +420,7 @@ func plainUpload(ctx context.Context, st s3.Storage, dir, prefix string, sizes [
 
 // plainDownload times downloading every object of m into local files (in
 // dir, removed afterwards) with the given parallelism.
-func plainDownload(ctx context.Context, st s3.Storage, m *Manifest, dir string, parallel int) (float64, error) {
+func plainDownload(ctx context.Context, st s3.Storage, m *checkpoint.Manifest, dir string, parallel int) (float64, error) {
 	var keys []string
 	for _, s := range m.Subtasks {
 		for _, f := range s.Shared {

@@ -19,10 +19,9 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
-	"strings"
-	"syscall"
 	"time"
 
+	"github.com/sfstate/sfstate/internal/bench/proc"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -365,14 +364,14 @@ func RunWith(ctx context.Context, g *Generated, opts Options) ([]Phase, error) {
 			cached, _ := Resident(data)
 			runtime.GC()
 			debug.FreeOSMemory()
-			resetPeakRSS()
+			proc.ResetPeakRSS()
 			var ms0, ms1 runtime.MemStats
 			runtime.ReadMemStats(&ms0)
-			c0 := cpuSeconds()
+			c0 := proc.CPU().Seconds()
 			t0 := time.Now()
 			n, err := fn()
 			sec := time.Since(t0).Seconds()
-			cpu := cpuSeconds() - c0
+			cpu := proc.CPU().Seconds() - c0
 			runtime.ReadMemStats(&ms1)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", ph.name, err)
@@ -386,7 +385,7 @@ func RunWith(ctx context.Context, g *Generated, opts Options) ([]Phase, error) {
 				best.Seconds, best.Entries, best.CPUSeconds, best.Cached = sec, n, cpu, cached
 				best.Allocs = ms1.Mallocs - ms0.Mallocs
 			}
-			best.PeakRSS = max(best.PeakRSS, PeakRSS())
+			best.PeakRSS = max(best.PeakRSS, proc.PeakRSS())
 		}
 		best.EntriesPerSec = float64(best.Entries) / best.Seconds
 		best.MBPerSec = float64(g.DataBytes) / 1e6 / best.Seconds
@@ -469,41 +468,4 @@ func readFile(path string, bufSize int) error {
 			return err
 		}
 	}
-}
-
-// cpuSeconds returns the process's user+system CPU time.
-func cpuSeconds() float64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
-}
-
-// resetPeakRSS resets the kernel's peak-RSS mark (VmHWM) of this process
-// (Linux: "5" into /proc/self/clear_refs); elsewhere it does nothing.
-func resetPeakRSS() {
-	_ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0)
-}
-
-// PeakRSS returns the process's peak resident set in bytes: VmHWM from
-// /proc/self/status, else getrusage's maximum RSS.
-func PeakRSS() int64 {
-	if b, err := os.ReadFile("/proc/self/status"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-				f := strings.Fields(rest)
-				if len(f) >= 1 {
-					if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
-						return kb << 10
-					}
-				}
-			}
-		}
-	}
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		return int64(ru.Maxrss) << 10
-	}
-	return 0
 }

@@ -1,6 +1,10 @@
-package engine
+package statebench
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sfstate/sfstate/engine"
+)
 
 func TestRunMemorySmoke(t *testing.T) {
 	rows, err := runMemory(StateBenchConfig{ManagedMemory: 64 << 20, MemoryBytes: 1 << 20}, t.TempDir())
@@ -11,7 +15,7 @@ func TestRunMemorySmoke(t *testing.T) {
 		t.Fatalf("rows %+v", rows)
 	}
 	for _, r := range rows {
-		if r.ArenaBlockSize != ArenaBlockSize(min(r.WriteBufferSize, r.WriteBufferShare), r.WriteBufferCap) || r.CacheCapacity <= 0 ||
+		if r.ArenaBlockSize != engine.ArenaBlockSize(min(r.WriteBufferSize, r.WriteBufferShare), r.WriteBufferCap) || r.CacheCapacity <= 0 ||
 			r.WriteBufferShare > r.WriteBufferCap/int64(2*r.Operators) || r.TotalNative != r.CacheUsage+r.TableReadersMem {
 			t.Fatalf("row %+v", r)
 		}

@@ -1,6 +1,9 @@
 //go:build cgo
 
-package recordstore
+// Package joinbench measures the join state (package recordstore) under
+// its layouts and cache policies on generated input shapes, each trial on a
+// fresh RocksDB instance (sfstate bench join).
+package joinbench
 
 import (
 	"errors"
@@ -10,7 +13,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"syscall"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -18,7 +20,9 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/rowcodec"
+	"github.com/sfstate/sfstate/internal/bench/proc"
 	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/recordstore"
 )
 
 // JoinBenchConfig sizes the join-state benchmark.
@@ -91,17 +95,17 @@ var OriginalJoinMedians = []JoinBenchRow{
 // benchPolicy is one state configuration under test.
 type benchPolicy struct {
 	name      string
-	layout    Layout
+	layout    recordstore.Layout
 	reuse     bool
 	allowance int64
 }
 
 var benchPolicies = []benchPolicy{
-	{"bucket", LayoutBucket, false, 0},
-	{"record_no_reuse", LayoutRecord, false, 0},
-	{"record_8mib", LayoutRecord, true, 8 << 20},
-	{"record_64mib", LayoutRecord, true, 64 << 20},
-	{"record_pool", LayoutRecord, true, 0},
+	{"bucket", recordstore.LayoutBucket, false, 0},
+	{"record_no_reuse", recordstore.LayoutRecord, false, 0},
+	{"record_8mib", recordstore.LayoutRecord, true, 8 << 20},
+	{"record_64mib", recordstore.LayoutRecord, true, 64 << 20},
+	{"record_pool", recordstore.LayoutRecord, true, 0},
 }
 
 const (
@@ -114,7 +118,7 @@ const (
 // benchBundleData is one bundle's input, as columns: the timed loop
 // converts it to keys (BinaryRowData) and payloads (compact rows).
 type benchBundleData struct {
-	sides []Side
+	sides []recordstore.Side
 	keys  []int64
 	rec   arrow.RecordBatch // id int64, pad binary (null when payload 0)
 }
@@ -132,7 +136,7 @@ var benchSchema = arrow.NewSchema([]arrow.Field{
 }, nil)
 
 type genRow struct {
-	side Side
+	side recordstore.Side
 	key  int64
 }
 
@@ -185,7 +189,7 @@ func benchShapes(cfg JoinBenchConfig) []benchShape {
 		// unique: every key once per side, sides in random order
 		var uniq []genRow
 		for k := 0; k < n/2; k++ {
-			uniq = append(uniq, genRow{Left, int64(k)}, genRow{Right, int64(k)})
+			uniq = append(uniq, genRow{recordstore.Left, int64(k)}, genRow{recordstore.Right, int64(k)})
 		}
 		rng.Shuffle(len(uniq), func(i, j int) { uniq[i], uniq[j] = uniq[j], uniq[i] })
 		// repeated: 200 keys x 8 right rows, then left probes over them
@@ -193,11 +197,11 @@ func benchShapes(cfg JoinBenchConfig) []benchShape {
 		var rep []genRow
 		for k := 0; k < repKeys; k++ {
 			for c := 0; c < 8; c++ {
-				rep = append(rep, genRow{Right, int64(k)})
+				rep = append(rep, genRow{recordstore.Right, int64(k)})
 			}
 		}
 		for i := len(rep); i < n; i++ {
-			rep = append(rep, genRow{Left, int64(rng.IntN(repKeys))})
+			rep = append(rep, genRow{recordstore.Left, int64(rng.IntN(repKeys))})
 		}
 		// skewed: left inserts with Zipf(1.5) keys over 1000 keys build
 		// large groups (the hottest takes about a third of the rows), 2%
@@ -209,21 +213,21 @@ func benchShapes(cfg JoinBenchConfig) []benchShape {
 		var skew []genRow
 		for i := 0; i < 2*n; i++ {
 			if rng.IntN(50) == 0 {
-				skew = append(skew, genRow{Right, int64(rng.IntN(1000))})
+				skew = append(skew, genRow{recordstore.Right, int64(rng.IntN(1000))})
 			} else {
-				skew = append(skew, genRow{Left, int64(zipf.Uint64())})
+				skew = append(skew, genRow{recordstore.Left, int64(zipf.Uint64())})
 			}
 		}
 		// one group: groupRows right rows of one key, then left probes
 		var grp []genRow
 		for i := 0; i < groupRows; i++ {
-			grp = append(grp, genRow{Right, 7})
+			grp = append(grp, genRow{recordstore.Right, 7})
 		}
 		for i := 0; i < 2*benchBundle; i++ {
 			if i%benchBundle < groupProbes {
-				grp = append(grp, genRow{Left, 7})
+				grp = append(grp, genRow{recordstore.Left, 7})
 			} else {
-				grp = append(grp, genRow{Left, int64(1_000_000 + i)})
+				grp = append(grp, genRow{recordstore.Left, int64(1_000_000 + i)})
 			}
 		}
 		out = append(out,
@@ -257,7 +261,7 @@ type trialResult struct {
 // (a checksum over every output row) and state updates.
 func runTrial(dir string, sh *benchShape, pol benchPolicy, noPrefixBloom bool) (trialResult, error) {
 	layout := engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
-	be, err := engine.OpenRocksDB(dir, layout, []engine.StateDesc{StateDesc(pol.layout, 0)}, engine.RocksOptions{
+	be, err := engine.OpenRocksDB(dir, layout, []engine.StateDesc{recordstore.StateDesc(pol.layout, 0)}, engine.RocksOptions{
 		WriteBufferSize:      benchWriteBuffer,
 		MaxWriteBufferNumber: 2,
 		ErrorIfExists:        true,
@@ -268,23 +272,21 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy, noPrefixBloom bool) (
 	}
 	defer os.RemoveAll(dir)
 	defer be.Close()
-	if err := DisableCompression(be); err != nil {
+	if err := disableCompression(be); err != nil {
 		return trialResult{}, err
 	}
 	pool := engine.NewPool(benchPool)
 	// every bench row carries a unique id: both sides declare unique rows
-	opts := Options{CacheAllowance: pol.allowance, UniqueRows: [2]bool{true, true}, NoPrefixBloom: noPrefixBloom}
+	opts := recordstore.Options{CacheAllowance: pol.allowance, UniqueRows: [2]bool{true, true}, NoPrefixBloom: noPrefixBloom,
+		IterPerGroup: benchIterPerGroup}
 	if pol.reuse {
 		opts.Pool = pool
 	}
-	st, err := Open(pol.layout, be, opts)
+	st, err := recordstore.Open(pol.layout, be, opts)
 	if err != nil {
 		return trialResult{}, err
 	}
-	if benchIterPerGroup {
-		st.(*recordState).kv.iterPerGroup = true
-	}
-	j := NewJoin(st, JoinOptions{Pool: pool})
+	j := recordstore.NewJoin(st, recordstore.JoinOptions{Pool: pool})
 	codec, err := rowcodec.NewCodec(benchSchema)
 	if err != nil {
 		return trialResult{}, err
@@ -296,10 +298,10 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy, noPrefixBloom bool) (
 	var arena rowcodec.Arena
 	var keyBuf []byte
 	var keyOffs []int
-	inputs := make([]Input, 0, benchBundle)
+	inputs := make([]recordstore.Input, 0, benchBundle)
 	var res trialResult
 	var kv [1]any
-	consume := func(chunk []Output) error {
+	consume := func(chunk []recordstore.Output) error {
 		for i := range chunk {
 			o := &chunk[i]
 			h := uint64(crc32.Checksum(o.Left, crcTable))<<32 | uint64(crc32.Checksum(o.Right, crcTable))
@@ -308,7 +310,7 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy, noPrefixBloom bool) (
 		res.rows += int64(len(chunk))
 		return nil
 	}
-	cpu0 := processCPU()
+	cpu0 := proc.CPU().Seconds()
 	start := time.Now()
 	for bi := range sh.bundles {
 		b := &sh.bundles[bi]
@@ -327,7 +329,7 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy, noPrefixBloom bool) (
 		keyOffs = append(keyOffs, len(keyBuf))
 		inputs = inputs[:0]
 		for i := range b.keys {
-			inputs = append(inputs, Input{Side: b.sides[i], Kind: Insert,
+			inputs = append(inputs, recordstore.Input{Side: b.sides[i], Kind: recordstore.Insert,
 				Key: keyBuf[keyOffs[i]:keyOffs[i+1]:keyOffs[i+1]],
 				Row: arena.Value(i)[rowcodec.TTLSize:]})
 		}
@@ -336,15 +338,18 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy, noPrefixBloom bool) (
 		}
 	}
 	res.secs = time.Since(start).Seconds()
-	res.cpu = processCPU() - cpu0
+	res.cpu = proc.CPU().Seconds() - cpu0
 	if pool.Used() != 0 {
 		return res, fmt.Errorf("%d pool bytes still reserved after the run", pool.Used())
 	}
 	return res, nil
 }
 
+// benchIterPerGroup, set by hand, measures every policy with one bounded
+// iterator per group visit (recordstore.Options.IterPerGroup).
 var benchIterPerGroup = false
 
+// benchZipfS is the Zipf exponent of the skewed shape's left keys.
 var benchZipfS = 1.5
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -451,14 +456,6 @@ func selectShapes(all []benchShape, sel []string) ([]benchShape, error) {
 	return out, nil
 }
 
-func processCPU() float64 {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
-}
-
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
@@ -471,21 +468,17 @@ func median(xs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
-// DisableCompression turns compression off for every column family of a
+// disableCompression turns compression off for every column family of a
 // RocksDB backend (the engine's options always pick Snappy; the option is
 // mutable, so it is changed on the open instance). A no-op for the heap.
-func DisableCompression(be engine.Backend) error {
-	rh, ok := be.(rocksHandle)
+func disableCompression(be engine.Backend) error {
+	nat, ok := engine.NativeOf(be)
 	if !ok {
 		return nil
 	}
-	db, cfs := rh.DB()
-	if db == nil {
-		return errors.New("recordstore: backend has no open database")
-	}
-	for _, cf := range cfs {
-		if err := db.SetOptionsCF(cf, []string{"compression"}, []string{"kNoCompression"}); err != nil {
-			return fmt.Errorf("recordstore: disabling compression: %w", err)
+	for st := range be.States() {
+		if err := nat.SetOptions(st, []string{"compression"}, []string{"kNoCompression"}); err != nil {
+			return fmt.Errorf("join bench: disabling compression: %w", err)
 		}
 	}
 	return nil

@@ -1,4 +1,8 @@
-package rescale
+// Package rescalebench measures rescaled restores of native checkpoints
+// (engine/rescale) through a local S3 server behind a latency and
+// bandwidth proxy, against restoring every overlapping handle whole as
+// Flink does (sfstate bench rescale).
+package rescalebench
 
 import (
 	"context"
@@ -14,6 +18,8 @@ import (
 
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/checkpoint"
+	enginerescale "github.com/sfstate/sfstate/engine/rescale"
+	"github.com/sfstate/sfstate/internal/bench/fillstate"
 	"github.com/sfstate/sfstate/internal/testutil"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/rescale"
@@ -189,8 +195,8 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		return nil, err
 	}
 	logf("writing %d keys × %d bytes at parallelism %d, checkpointing through the proxy", cfg.Keys, cfg.ValueSize, cfg.From)
-	f := fill{maxP: cfg.MaxParallelism, p: cfg.From, keys: cfg.Keys, value: cfg.ValueSize, kgFiles: true, parallel: cfg.Parallel}
-	if _, err := checkpointed(ctx, f, filepath.Join(scratch, "db-from"), src, nil); err != nil {
+	f := fillstate.Config{MaxParallelism: cfg.MaxParallelism, Parallelism: cfg.From, Keys: cfg.Keys, ValueSize: cfg.ValueSize, KeyGroupFiles: true, Parallel: cfg.Parallel}
+	if _, err := fillstate.Checkpointed(ctx, f, filepath.Join(scratch, "db-from"), src, nil); err != nil {
 		return nil, err
 	}
 	var prev []string
@@ -214,7 +220,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	inner := make([]engine.Backend, len(restored))
 	for i, b := range restored {
 		inner[i] = b
-		if l, ok := b.(*Lazy); ok {
+		if l, ok := b.(*enginerescale.Lazy); ok {
 			inner[i] = l.Inner() // all local: WaitLocal returned
 		}
 	}
@@ -304,14 +310,14 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 		}
 		return px.RemoveToxic(ctx, "cap")
 	}
-	run := func(whole bool, sub string) (time.Duration, int64, []engine.Backend, []*Stats, error) {
+	run := func(whole bool, sub string) (time.Duration, int64, []engine.Backend, []*enginerescale.Stats, error) {
 		if err := capOn(); err != nil {
 			return 0, 0, nil, nil, err
 		}
 		defer capOff()
 		before := counters.BytesRead()
 		bs := make([]engine.Backend, newP)
-		sts := make([]*Stats, newP)
+		sts := make([]*enginerescale.Stats, newP)
 		var mu sync.Mutex
 		start := time.Now()
 		g, gctx := errgroup.WithContext(ctx)
@@ -321,7 +327,7 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 				if whole {
 					par = cfg.BaselineParallel
 				}
-				b, s, err := Restore(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), whole, checkpoint.RestoreOptions{Parallel: max(1, par), KeyGroupFiles: true})
+				b, s, err := enginerescale.Restore(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), whole, checkpoint.RestoreOptions{Parallel: max(1, par), KeyGroupFiles: true})
 				if err != nil {
 					return err
 				}
@@ -341,13 +347,13 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 	}
 	// runLazy restores every new subtask lazily: ready is when all are
 	// open, local when all have adopted their files.
-	runLazy := func(sub string, reuse bool) (ready, local time.Duration, n int64, ls []*Lazy, err error) {
+	runLazy := func(sub string, reuse bool) (ready, local time.Duration, n int64, ls []*enginerescale.Lazy, err error) {
 		if err := capOn(); err != nil {
 			return 0, 0, 0, nil, err
 		}
 		defer capOff()
 		before := counters.BytesRead()
-		ls = make([]*Lazy, newP)
+		ls = make([]*enginerescale.Lazy, newP)
 		closeLazy := func() {
 			for _, l := range ls {
 				if l != nil {
@@ -365,11 +371,11 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 				// uncompressed files and runs while later files
 				// download), so fewer streams only lengthen the
 				// download; a waiting read pauses new bulk downloads.
-				o := LazyOptions{Parallel: cfg.Parallel, KeyGroupFiles: true}
+				o := enginerescale.LazyOptions{Parallel: cfg.Parallel, KeyGroupFiles: true}
 				if reuse && i < len(prevDirs) {
 					o.ReuseDirs = []string{prevDirs[i]}
 				}
-				l, err := RestoreLazy(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), o)
+				l, err := enginerescale.RestoreLazy(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), o)
 				if err != nil {
 					return err
 				}
@@ -490,7 +496,7 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 	return row, out, nil
 }
 
-// keyInGroup returns the stored key of the first benchmark key (see fill)
+// keyInGroup returns the stored key of the first benchmark key (fillstate)
 // in key group kg.
 func keyInGroup(cfg BenchConfig, l engine.Layout, kg int) ([]byte, bool) {
 	for k := 0; k < cfg.Keys; k++ {

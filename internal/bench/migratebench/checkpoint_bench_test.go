@@ -1,6 +1,6 @@
 //go:build cgo
 
-package migrate
+package migratebench
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/sfstate/sfstate/migrate"
 	"github.com/sfstate/sfstate/s3"
 )
 
@@ -18,7 +19,7 @@ import (
 // local disk, one subtask at a time, uniform keys, payload 0 and 256.
 // Reports rows per CPU-second (the per-core figure) and per wall-second.
 //
-//	go test -run '^$' -bench 'Checkpoint$' -benchtime 3x -cpuprofile cpu.out ./migrate
+//	go test -run '^$' -bench 'Checkpoint$' -benchtime 3x -cpuprofile cpu.out ./internal/bench/migratebench
 func BenchmarkCheckpoint(b *testing.B) {
 	mib := int64(64)
 	if s := os.Getenv("SFSTATE_MIGRATE_BENCH_MIB"); s != "" {
@@ -42,7 +43,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 					b.Fatal(err)
 				}
 				rows := max(1000, mib<<20/int64(19+payload+2))
-				if _, err := GenerateCheckpoint(ctx, src, GenConfig{Keys: int(max(1, rows/64)), Rows: int(rows), Skewed: skewed,
+				if _, err := migrate.GenerateCheckpoint(ctx, src, migrate.GenConfig{Keys: int(max(1, rows/64)), Rows: int(rows), Skewed: skewed,
 					Payload: payload, OtherEntries: 1000, Seed: 42, WorkDir: scratch}); err != nil {
 					b.Fatal(err)
 				}
@@ -55,7 +56,7 @@ func BenchmarkCheckpoint(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					row, err := measure(ctx, src, dst, Options{WorkDir: scratch, Parallel: 1})
+					row, err := measure(ctx, src, dst, migrate.Options{WorkDir: scratch, Parallel: 1})
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -1,6 +1,10 @@
 //go:build cgo
 
-package migrate
+// Package migratebench measures the bucket-to-record migration of native
+// checkpoints (package migrate) on local disk and on a local S3 server,
+// next to plainly reading and writing the same bytes (sfstate bench
+// migrate).
+package migratebench
 
 import (
 	"context"
@@ -9,11 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"syscall"
 	"time"
 
 	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/internal/bench/proc"
 	"github.com/sfstate/sfstate/internal/testutil"
+	"github.com/sfstate/sfstate/migrate"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
 )
@@ -28,7 +33,7 @@ type BenchConfig struct {
 	// NoS3 skips the versitygw measurements.
 	NoS3 bool `json:"noS3"`
 	// Modes to measure; empty means both (SST writer + ingest, and put).
-	Modes []WriteMode `json:"modes"`
+	Modes []migrate.WriteMode `json:"modes"`
 	// Log, when set, reports progress.
 	Log func(format string, args ...any) `json:"-"`
 }
@@ -43,12 +48,12 @@ func DefaultBenchConfig(quick bool) BenchConfig {
 
 // BenchRow is one measured migration.
 type BenchRow struct {
-	Store   string    `json:"store"` // local or versitygw
-	Shape   string    `json:"shape"` // uniform or skewed
-	Payload int       `json:"payload"`
-	Mode    WriteMode `json:"mode"`
-	Rows    int64     `json:"rows"`
-	Buckets int64     `json:"buckets"`
+	Store   string            `json:"store"` // local or versitygw
+	Shape   string            `json:"shape"` // uniform or skewed
+	Payload int               `json:"payload"`
+	Mode    migrate.WriteMode `json:"mode"`
+	Rows    int64             `json:"rows"`
+	Buckets int64             `json:"buckets"`
 	// BucketBytes is the logical bucket state read, FileBytesIn the source
 	// SST bytes, FileBytesOut the record SST bytes written.
 	BucketBytes  int64   `json:"bucketBytes"`
@@ -75,14 +80,6 @@ type BenchReport struct {
 	S3Skipped string `json:"s3Skipped,omitempty"`
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // RunBench generates bucket-layout checkpoints (uniform and skewed keys,
 // payload 0 and 256 bytes) and migrates each on local disk and on a local
 // versitygw, with each write mode, next to the time to just read and write
@@ -92,7 +89,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 		cfg.BucketBytes = 2 << 30
 	}
 	if len(cfg.Modes) == 0 {
-		cfg.Modes = []WriteMode{WriteSST, WritePut}
+		cfg.Modes = []migrate.WriteMode{migrate.WriteSST, migrate.WritePut}
 	}
 	logf := cfg.Log
 	if logf == nil {
@@ -131,7 +128,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 				return nil, err
 			}
 			logf("generating %s/%d: %d rows", shape, payload, rows)
-			_, err = GenerateCheckpoint(ctx, gst, GenConfig{Keys: int(max(1, rows/64)), Rows: int(rows), Skewed: skewed,
+			_, err = migrate.GenerateCheckpoint(ctx, gst, migrate.GenConfig{Keys: int(max(1, rows/64)), Rows: int(rows), Skewed: skewed,
 				Payload: payload, OtherEntries: 10000, Seed: 42, WorkDir: scratch})
 			if err != nil {
 				return nil, err
@@ -151,7 +148,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 				if err != nil {
 					return nil, err
 				}
-				if err := copyStore(ctx, gst, srcS3); err != nil {
+				if err := testutil.CopyStore(ctx, gst, srcS3); err != nil {
 					return nil, err
 				}
 				for _, mode := range cfg.Modes {
@@ -191,14 +188,14 @@ func fileBytes(ctx context.Context, st s3.Storage, cf string) (int64, error) {
 	return n, nil
 }
 
-func measure(ctx context.Context, src, dst s3.Storage, opts Options) (*BenchRow, error) {
+func measure(ctx context.Context, src, dst s3.Storage, opts migrate.Options) (*BenchRow, error) {
 	runtime.GC()
-	c0, t0 := cpuTime(), time.Now()
-	rep, err := Checkpoint(ctx, src, dst, opts)
+	c0, t0 := proc.CPU(), time.Now()
+	rep, err := migrate.Checkpoint(ctx, src, dst, opts)
 	if err != nil {
 		return nil, err
 	}
-	el, cpu := time.Since(t0), cpuTime()-c0
+	el, cpu := time.Since(t0), proc.CPU()-c0
 	op := rep.Operators[0]
 	row := &BenchRow{Mode: opts.Mode, Rows: op.Rows, Buckets: op.Buckets, BucketBytes: op.BytesIn,
 		Seconds: el.Seconds(), CPUSeconds: cpu.Seconds()}
@@ -216,14 +213,14 @@ func measure(ctx context.Context, src, dst s3.Storage, opts Options) (*BenchRow,
 	return row, nil
 }
 
-func benchLocal(ctx context.Context, src *s3.Local, scratch string, mode WriteMode) (*BenchRow, error) {
+func benchLocal(ctx context.Context, src *s3.Local, scratch string, mode migrate.WriteMode) (*BenchRow, error) {
 	ddir := filepath.Join(scratch, "dst-local")
 	defer os.RemoveAll(ddir)
 	dst, err := s3.NewLocal(ddir)
 	if err != nil {
 		return nil, err
 	}
-	row, err := measure(ctx, src, dst, Options{Mode: mode, WorkDir: scratch, Parallel: runtime.NumCPU()})
+	row, err := measure(ctx, src, dst, migrate.Options{Mode: mode, WorkDir: scratch, Parallel: runtime.NumCPU()})
 	if err != nil {
 		return nil, err
 	}
@@ -273,14 +270,14 @@ func benchLocal(ctx context.Context, src *s3.Local, scratch string, mode WriteMo
 	return row, nil
 }
 
-func benchS3(ctx context.Context, srv *testutil.S3Server, src s3.Storage, prefix, scratch string, mode WriteMode) (*BenchRow, error) {
+func benchS3(ctx context.Context, srv *testutil.S3Server, src s3.Storage, prefix, scratch string, mode migrate.WriteMode) (*BenchRow, error) {
 	dprefix := prefix + "/dst-" + string(mode)
 	dst, err := srv.NewStore(ctx, dprefix, s3.S3Options{})
 	if err != nil {
 		return nil, err
 	}
 	sp, dp := prefix+"/src/", dprefix+"/"
-	opts := Options{Mode: mode, WorkDir: scratch, Parallel: runtime.NumCPU(), CopyReferenced: func(ctx context.Context, key string) (bool, error) {
+	opts := migrate.Options{Mode: mode, WorkDir: scratch, Parallel: runtime.NumCPU(), CopyReferenced: func(ctx context.Context, key string) (bool, error) {
 		return true, srv.Store.Copy(ctx, sp+key, dp+key)
 	}}
 	row, err := measure(ctx, src, dst, opts)
@@ -322,25 +319,6 @@ type zeroReader struct{}
 func (zeroReader) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
-}
-
-func copyStore(ctx context.Context, src, dst s3.Storage) error {
-	objs, err := src.List(ctx, "")
-	if err != nil {
-		return err
-	}
-	for _, o := range objs {
-		rc, err := src.Get(ctx, o.Key)
-		if err != nil {
-			return err
-		}
-		err = dst.Put(ctx, o.Key, rc, o.Size)
-		rc.Close()
-		if err != nil {
-			return fmt.Errorf("copy %s: %w", o.Key, err)
-		}
-	}
-	return nil
 }
 
 func deletePrefix(ctx context.Context, st s3.Storage, prefix string) error {
