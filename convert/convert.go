@@ -64,6 +64,7 @@ import (
 	"github.com/sfstate/sfstate/rescale"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
 // ErrNoRocksDB is returned for native RocksDB sources by a build without
@@ -85,6 +86,13 @@ type Request struct {
 	Concurrency int
 	// TempDir is where native handles are downloaded ("" = os.TempDir()).
 	TempDir string
+	// OnNative, when set, is called for every native RocksDB handle before
+	// its entries are read, and returns the function then called with each
+	// entry the rewrite uses (in the canonical shape, decoded; valid only
+	// during the call; entries outside the handle's key-group range are
+	// not passed). An error it returns ends the conversion. Callers use it
+	// to digest the native source in the same single read (sfstate verify).
+	OnNative func(op *savepoint.OperatorState, h *rescale.NativeHandle) func(*keyed.Entry) error
 }
 
 // Result reports what Run did (rescale's report of the rewrite).
@@ -104,7 +112,7 @@ func Run(ctx context.Context, req Request) (*Result, error) {
 			return nil, fmt.Errorf("%w (operator %s holds native RocksDB handles)", ErrNoRocksDB, op.ID)
 		}
 	}
-	rreq := rescale.Request{Src: req.Src, Dst: req.Dst, Native: nativeSource(req.TempDir), Options: rescale.Options{
+	rreq := rescale.Request{Src: req.Src, Dst: req.Dst, Native: nativeSource(req.TempDir, req.OnNative), Options: rescale.Options{
 		Canonical: true, Progress: req.Progress, Concurrency: max(1, req.Concurrency),
 	}}
 	return rescale.Run(ctx, rreq)

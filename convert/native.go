@@ -17,8 +17,10 @@ var dirReader native.DirReader
 // nativeSource opens an operator's native handles for the rewriter: each
 // handle's walk downloads its files into a fresh directory under tempDir,
 // reads them with RocksDB and hands out the decoded entries (removing the
-// directory before it returns).
-func nativeSource(tempDir string) rescale.NativeSource {
+// directory before it returns). With observe set, every handle's entries
+// are also handed to the function it returns for the handle
+// (Request.OnNative).
+func nativeSource(tempDir string, observe func(*savepoint.OperatorState, *rescale.NativeHandle) func(*keyed.Entry) error) rescale.NativeSource {
 	if dirReader == nil {
 		return nil
 	}
@@ -34,13 +36,23 @@ func nativeSource(tempDir string) rescale.NativeSource {
 		out := make([]*rescale.NativeHandle, 0, len(snap.Handles))
 		for _, h := range snap.Handles {
 			one := &native.Snapshot{Layout: snap.Layout, LayoutReason: snap.LayoutReason, Handles: []*native.Handle{h}}
-			out = append(out, &rescale.NativeHandle{Subtask: h.Subtask, Header: h.Header, Name: h.MetaName,
-				Walk: func(ctx context.Context, fn func(*keyed.Entry) error) error {
-					return one.Walk(ctx, sp, read, native.WalkOptions{KeyGroupTo: -1, TempDir: tempDir}, func(_ *native.Handle, e *keyed.Entry) error {
-						return fn(e)
-					})
-				},
-				Skipped: func() int64 { return h.OutOfRange }})
+			nh := &rescale.NativeHandle{Subtask: h.Subtask, Header: h.Header, Name: h.MetaName,
+				Skipped: func() int64 { return h.OutOfRange }}
+			nh.Walk = func(ctx context.Context, fn func(*keyed.Entry) error) error {
+				var seen func(*keyed.Entry) error
+				if observe != nil {
+					seen = observe(op, nh)
+				}
+				return one.Walk(ctx, sp, read, native.WalkOptions{KeyGroupTo: -1, TempDir: tempDir}, func(_ *native.Handle, e *keyed.Entry) error {
+					if seen != nil {
+						if err := seen(e); err != nil {
+							return err
+						}
+					}
+					return fn(e)
+				})
+			}
+			out = append(out, nh)
 		}
 		return out, nil
 	}

@@ -4,11 +4,19 @@ package convert
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/rescale"
+	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
 // TestRocksDBNativeEqualsCanonicalTwin converts Flink 1.20's native
@@ -67,5 +75,57 @@ func TestRocksDBNativeFilesMatchFlink(t *testing.T) {
 	}
 	if n != 6 {
 		t.Fatalf("compared %d files, want 6", n)
+	}
+}
+
+// TestRocksDBNativeOnNative: Request.OnNative sees every native handle
+// with its header and exactly the entries the conversion writes (those of
+// the canonical twin); an error it returns ends the conversion before any
+// `_metadata` is written.
+func TestRocksDBNativeOnNative(t *testing.T) {
+	want := entries(t, openDir(t, fixtures.Path(t, "flink1.20-rocksdb-canonical-valuestate-timers")))
+	src := openDir(t, fixtures.Path(t, "flink1.20-rocksdb-NATIVE-incremental-for-contrast"))
+	var got []string
+	handles := 0
+	observe := func(op *savepoint.OperatorState, h *rescale.NativeHandle) func(*keyed.Entry) error {
+		if h.Header == nil || len(h.Header.States) == 0 {
+			t.Errorf("operator %s subtask %d: handle without states", op.ID, h.Subtask)
+		}
+		handles++
+		return func(e *keyed.Entry) error {
+			if e.State == nil || h.Header.State(e.State.Name) == nil {
+				t.Errorf("entry of a state the header does not declare: %+v", e.State)
+			}
+			got = append(got, entryLine(op.ID.String(), e))
+			return nil
+		}
+	}
+	dstDir := t.TempDir()
+	dst, err := s3.NewLocal(dstDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := Run(context.Background(), Request{Src: src, Dst: dst, TempDir: t.TempDir(), OnNative: observe})
+	if err != nil || !res.Verified {
+		t.Fatalf("%v %+v", err, res)
+	}
+	sort.Strings(got)
+	sameLines(t, "observed vs canonical twin", want, got)
+	if handles == 0 {
+		t.Fatal("no handle observed")
+	}
+
+	stop := errors.New("observer says stop")
+	dstDir = t.TempDir()
+	dst, _ = s3.NewLocal(dstDir)
+	_, err = Run(context.Background(), Request{Src: src, Dst: dst, TempDir: t.TempDir(),
+		OnNative: func(*savepoint.OperatorState, *rescale.NativeHandle) func(*keyed.Entry) error {
+			return func(*keyed.Entry) error { return stop }
+		}})
+	if !errors.Is(err, stop) {
+		t.Fatalf("conversion with a failing observer: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dstDir, savepoint.MetadataName)); !os.IsNotExist(err) {
+		t.Fatalf("_metadata written although the observer failed: %v", err)
 	}
 }

@@ -34,11 +34,20 @@
 // operator, a function of the max parallelism only); each shard's report is
 // a digest file, and Merge combines them into the final verdict.
 //
+// Flink's native RocksDB snapshots (keyed handles of tag 5/11) are read
+// through package convert: the entries its single read of each RocksDB
+// instance decodes are digested as the source, and the canonical savepoint
+// it writes into a scratch directory (removed when Run returns) is what the
+// targets restore from and what samples decode; the report notes it
+// (NoteNativeSource). Reading RocksDB needs cgo: without it such a source
+// fails with ErrUnreadable and savepoint.ErrNativeLayout.
+//
 // Native checkpoints of the engine are digested from their stored bytes
 // (RawEntry, AddRaw) by package verify/restore, which also digests join
 // state from its logical content so that its two layouts compare equal;
 // BuildReport compares such digests.
 //
 // Reports render as a table, JSON (every digest) or JUnit XML (one test
-// case per operator and state for each target). The package is pure Go.
+// case per operator and state for each target). The package is pure Go
+// (convert links RocksDB only in cgo builds).
 package verify

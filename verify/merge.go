@@ -56,6 +56,11 @@ func Merge(rs []*Report) (*Report, error) {
 			s.KeysVerified += r.Check.Stats.KeysVerified
 			s.KeysUnverified += r.Check.Stats.KeysUnverified
 		}
+		for _, nt := range r.Notes {
+			if !slices.Contains(out.Notes, nt) {
+				out.Notes = append(out.Notes, nt)
+			}
+		}
 		if r.SourceError != "" {
 			out.SourceError = appendLine(out.SourceError, fmt.Sprintf("shard %s: %s", r.Shard, r.SourceError))
 		}

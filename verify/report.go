@@ -72,6 +72,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, nt := range r.Notes {
+		fmt.Fprintf(w, "NOTE %s\n", nt)
+	}
 	for _, t := range r.Targets {
 		if t.Skipped != "" {
 			fmt.Fprintf(w, "NOTE %s: not restored: %s\n", t.Name, t.Skipped)

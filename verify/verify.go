@@ -108,12 +108,31 @@ func Run(ctx context.Context, src *savepoint.Savepoint, o Options) (*Report, err
 		savepoint.SortProblems(probs)
 		r.Check = &CheckResult{Problems: probs, Stats: stats}
 	}
-	logf("digesting source")
 	dopts := DigestOptions{Shard: o.Shard, TTL: o.TTL, Concurrency: o.Concurrency}
-	d, err := ComputeDigest(ctx, src, dopts)
+	// restoreSrc is what the targets restore from and what samples decode:
+	// the source, or the canonical conversion of a native RocksDB one.
+	restoreSrc := src
+	var d *Digest
+	var err error
+	if hasNativeRocksDB(src) {
+		logf("digesting source and converting its native RocksDB state to canonical")
+		var ns *nativeSource
+		ns, err = convertNative(ctx, src, o.TempDir, dopts)
+		defer ns.remove()
+		if err == nil {
+			d, restoreSrc = ns.digest, ns.conv
+			r.Notes = append(r.Notes, NoteNativeSource)
+		}
+	} else {
+		logf("digesting source")
+		d, err = ComputeDigest(ctx, src, dopts)
+	}
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		if errors.Is(err, ErrUnreadable) {
+			return nil, err
 		}
 		if errors.Is(err, savepoint.ErrNativeLayout) {
 			return nil, fmt.Errorf("%w: %w", ErrUnreadable, err)
@@ -144,7 +163,7 @@ func Run(ctx context.Context, src *savepoint.Savepoint, o Options) (*Report, err
 			continue
 		}
 		logf("restoring into %s", t.Name())
-		sp, cleanup, err := o.Restorer.Restore(ctx, src, t, RestoreOptions{TTL: o.TTL, Shard: o.Shard, TempDir: o.TempDir})
+		sp, cleanup, err := o.Restorer.Restore(ctx, restoreSrc, t, RestoreOptions{TTL: o.TTL, Shard: o.Shard, TempDir: o.TempDir})
 		var oe OperatorErrors
 		var ss SkippedStates
 		if errors.As(err, &oe) {
@@ -179,7 +198,7 @@ func Run(ctx context.Context, src *savepoint.Savepoint, o Options) (*Report, err
 			continue
 		}
 		tr.RestoredParallelism = restoredParallelism(t, sp)
-		r.Targets = append(r.Targets, compareTarget(ctx, o, tr, src, sp, without(want, oe, ss), true))
+		r.Targets = append(r.Targets, compareTarget(ctx, o, tr, restoreSrc, sp, without(want, oe, ss), true))
 		cleanup()
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -192,7 +211,7 @@ func Run(ctx context.Context, src *savepoint.Savepoint, o Options) (*Report, err
 		}
 		logf("digesting %s", name)
 		tr := TargetResult{Name: name}
-		r.Targets = append(r.Targets, compareTarget(ctx, o, tr, src, o.Against, d, false))
+		r.Targets = append(r.Targets, compareTarget(ctx, o, tr, restoreSrc, o.Against, d, false))
 	}
 	r.finish()
 	return r, nil
@@ -401,10 +420,12 @@ type Report struct {
 	TTL        *TTLCheck    `json:"ttl,omitempty"`
 	Check      *CheckResult `json:"check,omitempty"`
 	// SourceError is set when the source's entries could not be decoded.
-	SourceError string         `json:"sourceError,omitempty"`
-	Digest      *Digest        `json:"digest,omitempty"`
-	Targets     []TargetResult `json:"targets"`
-	OK          bool           `json:"ok"`
+	SourceError string `json:"sourceError,omitempty"`
+	// Notes say how the source was read when not as is (NoteNativeSource).
+	Notes   []string       `json:"notes,omitempty"`
+	Digest  *Digest        `json:"digest,omitempty"`
+	Targets []TargetResult `json:"targets"`
+	OK      bool           `json:"ok"`
 	// Unsupported: there were targets, and none of them restored anything
 	// because the savepoint's keyed state cannot be restored (see the
 	// targets' SkippedStates): the savepoint is valid, but nothing was

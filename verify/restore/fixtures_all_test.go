@@ -4,7 +4,7 @@ package restore
 
 import (
 	"context"
-	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +18,8 @@ import (
 // 1,2` on every fixture savepoint: each canonical one verifies (operators
 // whose max parallelism is 1 restore at 1), and so does the NATIVE
 // savepoint of the hashmap backend (heap key-group layout, read by the
-// reader's heap mode); the RocksDB NATIVE one is refused as unreadable,
-// not mis-decoded.
+// reader's heap mode) and the RocksDB NATIVE one (digested from its
+// RocksDB entries, restored from a canonical conversion, with a note).
 func TestVerifyAllFixtures(t *testing.T) {
 	ctx := context.Background()
 	for _, fx := range fixtures.All(t) {
@@ -30,14 +30,12 @@ func TestVerifyAllFixtures(t *testing.T) {
 				t.Fatal(err)
 			}
 			r, err := verify.Run(ctx, sp, verify.Options{Targets: targets([]string{"rocksdb", "heap"}, 1, 2), Restorer: &Restorer{}, TempDir: t.TempDir()})
-			if strings.Contains(fx.Name, "-rocksdb-NATIVE-") {
-				if !errors.Is(err, verify.ErrUnreadable) || !errors.Is(err, savepoint.ErrNativeLayout) {
-					t.Fatalf("native savepoint: %v, want ErrUnreadable and ErrNativeLayout", err)
-				}
-				return
-			}
 			if err != nil {
 				t.Fatal(err)
+			}
+			native := strings.Contains(fx.Name, "-rocksdb-NATIVE-")
+			if got := slices.Contains(r.Notes, verify.NoteNativeSource); got != native {
+				t.Fatalf("native-source note %v (notes %q), want %v", got, r.Notes, native)
 			}
 			if !r.OK {
 				t.Fatalf("verification failed:\n%s", strings.Join(r.Failures(), "\n"))

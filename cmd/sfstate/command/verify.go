@@ -84,6 +84,10 @@ result of a migration) with SAVEPOINT. --shard i/n verifies one share of the
 key groups and --digest-out writes its report; --merge combines the shard
 reports into the final verdict.
 
+Flink's native RocksDB snapshots are digested from their RocksDB entries and
+restored from a canonical conversion made in the scratch directory (needs a
+build with cgo).
+
 Keyed state that cannot be restored (state only in a changelog backend's
 change log, a state whose serializer cannot be read and that the engine
 cannot hold) is skipped with a note and left out of the comparison on both
