@@ -10,14 +10,19 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math/rand"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"reflect"
+	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -297,13 +302,7 @@ type writeCmd struct {
 // what failed, and a published output is complete.
 func (r *cmdFaultRig) checkOutcome(t *testing.T, c writeCmd, dst string, srcHashes map[string][32]byte, code int, stderr string) {
 	t.Helper()
-	if got := r.hashes(t, c.src); !equalHashes(got, srcHashes) {
-		t.Errorf("source %s changed", c.src)
-	}
-	if ups := r.pendingUploads(t); len(ups) > 0 {
-		t.Errorf("orphaned multipart uploads: %v", ups)
-	}
-	published := r.exists(t, dst+"/"+c.marker)
+	published := r.checkState(t, c, dst, srcHashes)
 	if code != ExitOK {
 		msg := strings.TrimSpace(stderr)
 		if msg == "" || strings.Contains(msg, "\n") {
@@ -315,14 +314,28 @@ func (r *cmdFaultRig) checkOutcome(t *testing.T, c writeCmd, dst string, srcHash
 	} else if !published {
 		t.Errorf("exit 0 but no %s at %s", c.marker, dst)
 	}
-	if !published {
-		return
+}
+
+// checkState asserts what must hold whatever the run's outcome: the source
+// is unchanged, no multipart upload is pending, and a published output is
+// complete. It reports whether the output was published.
+func (r *cmdFaultRig) checkState(t *testing.T, c writeCmd, dst string, srcHashes map[string][32]byte) bool {
+	t.Helper()
+	if got := r.hashes(t, c.src); !equalHashes(got, srcHashes) {
+		t.Errorf("source %s changed", c.src)
 	}
-	if c.marker == savepoint.MetadataName {
-		r.checkSnapshot(t, dst)
-	} else {
-		r.checkExport(t, dst)
+	if ups := r.pendingUploads(t); len(ups) > 0 {
+		t.Errorf("orphaned multipart uploads: %v", ups)
 	}
+	published := r.exists(t, dst+"/"+c.marker)
+	if published {
+		if c.marker == savepoint.MetadataName {
+			r.checkSnapshot(t, dst)
+		} else {
+			r.checkExport(t, dst)
+		}
+	}
+	return published
 }
 
 // checkSnapshot: `check --read-data` passes and the sums file lists every
@@ -502,4 +515,202 @@ func TestFaultsWritingCommands(t *testing.T) {
 		})
 	}
 	t.Logf("fault matrix: %v", time.Since(start).Round(time.Millisecond))
+}
+
+// childEnv is the environment of a CLI child process reaching the rig.
+func (r *cmdFaultRig) childEnv() []string {
+	return append(os.Environ(), "AWS_ACCESS_KEY_ID="+r.srv.AccessKey, "AWS_SECRET_ACCESS_KEY="+r.srv.SecretKey,
+		"AWS_REGION="+r.srv.Region, "AWS_EC2_METADATA_DISABLED=true", "SFSTATE_S3_ENDPOINT=", "AWS_ENDPOINT_URL=",
+		"AWS_ENDPOINT_URL_S3=", "SFSTATE_NO_PROGRESS=true")
+}
+
+// readDigest runs `verify --backends none --digest-out` on url (directly)
+// and returns the report.
+func (r *cmdFaultRig) readDigest(t *testing.T, url string) *verify.Report {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "digest.json")
+	if o, e, code := runVia(t, r.srv.Endpoint, "verify", "--backends", "none", "--digest-out", f, url); code != ExitOK {
+		t.Fatalf("verify %s: exit %d\n%s%s", url, code, o, e)
+	}
+	return readReportFile(t, f)
+}
+
+func readReportFile(t *testing.T, name string) *verify.Report {
+	t.Helper()
+	fh, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	rep, err := verify.ReadReport(fh, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Digest == nil || len(rep.Digest.Groups) == 0 {
+		t.Fatalf("%s: report without digest groups", name)
+	}
+	return rep
+}
+
+// sameDigest compares the per-key-group digests of two reports.
+func sameDigest(a, b *verify.Report) error {
+	if len(a.Digest.Groups) != len(b.Digest.Groups) {
+		return fmt.Errorf("%d key-group digests vs %d", len(a.Digest.Groups), len(b.Digest.Groups))
+	}
+	for k, g := range a.Digest.Groups {
+		h, ok := b.Digest.Groups[k]
+		if !ok {
+			return fmt.Errorf("%+v missing", k)
+		}
+		if !reflect.DeepEqual(g, h) {
+			return fmt.Errorf("%+v: %+v vs %+v", k, g, h)
+		}
+	}
+	return nil
+}
+
+// TestFaultsCrashRescaleMergeFiles kills `rescale --merge-files` to S3 with
+// SIGKILL at seeded random moments and runs the same command again: it
+// succeeds (or finds the killed run's complete output) and the result has
+// the digest of an undisturbed run.
+func TestFaultsCrashRescaleMergeFiles(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary, starts an S3 gateway and Toxiproxy")
+	}
+	bin := cliBinary(t)
+	r := newCmdFaultRig(t)
+	r.upload(t, fixtures.Path(t, "flink1.20-rocksdb-canonical-valuestate-timers"), "src")
+	srcHashes := r.hashes(t, "src")
+	// Latency stretches the run so that the kills land inside it.
+	for _, s := range []string{"downstream", "upstream"} {
+		if err := r.proxy.AddToxic(r.ctx, testutil.Latency("lat-"+s, s, 5*time.Millisecond, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := func(dst string) *exec.Cmd {
+		c := exec.CommandContext(r.ctx, bin, "--s3-endpoint", r.endpoint, "rescale", "-p", "2", "--merge-files",
+			"--out", r.url(dst), r.url("src"))
+		c.Env = r.childEnv()
+		return c
+	}
+	start := time.Now()
+	if out, err := cmd("clean").CombinedOutput(); err != nil {
+		t.Fatalf("clean run: %v\n%s", err, out)
+	}
+	clean := time.Since(start)
+	want := r.readDigest(t, r.url("clean"))
+	t.Logf("clean run %v", clean.Round(time.Millisecond))
+	rng := rand.New(rand.NewSource(20240611))
+	mergeCmd := writeCmd{name: "rescale-merge", src: "src", marker: savepoint.MetadataName}
+	for i := 0; i < 3; i++ {
+		dst := fmt.Sprintf("crash-%d", i)
+		// Process start-up is part of the run; kill anywhere in it.
+		delay := time.Duration(rng.Int63n(int64(clean)))
+		c := cmd(dst)
+		var out bytes.Buffer
+		c.Stdout, c.Stderr = &out, &out
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(delay)
+		_ = c.Process.Signal(syscall.SIGKILL)
+		err := c.Wait()
+		finished := err == nil
+		// Whatever the kill left: no pending upload, and a _metadata only
+		// over complete data.
+		published := r.checkState(t, mergeCmd, dst, srcHashes)
+		again, err := cmd(dst).CombinedOutput()
+		code := 0
+		if err != nil {
+			code = -1
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			}
+		}
+		t.Logf("kill %d after %v (finished first: %v, published: %v); rerun exit %d: %s", i,
+			delay.Round(time.Millisecond), finished, published, code, strings.TrimSpace(string(again)))
+		switch {
+		case code == ExitOK:
+		case published && code == ExitUsage && strings.Contains(string(again), "already holds a _metadata"):
+			// The killed run had published: the rerun refuses to overwrite.
+		default:
+			t.Fatalf("rerun after kill %d: exit %d: %s", i, code, again)
+		}
+		r.checkOutcome(t, mergeCmd, dst, srcHashes, ExitOK, "")
+		if err := sameDigest(want, r.readDigest(t, r.url(dst))); err != nil {
+			t.Errorf("after kill %d: digest differs from a clean run: %v", i, err)
+		}
+	}
+}
+
+// TestFaultsShardedVerifyLoad runs 16 `verify --shard i/16` processes at
+// once against one S3 savepoint through 20ms of latency each way and
+// merges their reports: the verdict and digests equal a single run's.
+func TestFaultsShardedVerifyLoad(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary, starts an S3 gateway and Toxiproxy")
+	}
+	bin := cliBinary(t)
+	r := newCmdFaultRig(t)
+	r.upload(t, fixtures.Path(t, "flink1.20-rocksdb-canonical-valuestate-timers"), "src")
+	for _, s := range []string{"downstream", "upstream"} {
+		if err := r.proxy.AddToxic(r.ctx, testutil.Latency("lat-"+s, s, 20*time.Millisecond, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	verifyCmd := func(digest string, extra ...string) *exec.Cmd {
+		args := append([]string{"--s3-endpoint", r.endpoint, "verify", "--backends", "none", "--digest-out", digest}, extra...)
+		c := exec.CommandContext(r.ctx, bin, append(args, r.url("src"))...)
+		c.Env = r.childEnv()
+		return c
+	}
+	start := time.Now()
+	single := filepath.Join(dir, "single.json")
+	if out, err := verifyCmd(single).CombinedOutput(); err != nil {
+		t.Fatalf("single verify: %v\n%s", err, out)
+	}
+	singleTime := time.Since(start)
+	const n = 16
+	start = time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, n)
+	outs := make([][]byte, n)
+	var shards []string
+	for i := 0; i < n; i++ {
+		shards = append(shards, filepath.Join(dir, fmt.Sprintf("d%d.json", i)))
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			outs[i], errs[i] = verifyCmd(shards[i], "--shard", fmt.Sprintf("%d/%d", i, n)).CombinedOutput()
+		}(i)
+	}
+	wg.Wait()
+	shardTime := time.Since(start)
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("shard %d/%d: %v\n%s", i, n, err, outs[i])
+		}
+	}
+	merged := filepath.Join(dir, "merged.json")
+	if o, e, code := run(t, append([]string{"verify", "--digest-out", merged, "--merge"}, shards...)...); code != ExitOK {
+		t.Fatalf("verify --merge: exit %d\n%s%s", code, o, e)
+	}
+	a, b := readReportFile(t, single), readReportFile(t, merged)
+	if !a.OK || !b.OK {
+		t.Fatalf("verdicts: single %v, merged %v", a.OK, b.OK)
+	}
+	if err := sameDigest(a, b); err != nil {
+		t.Fatalf("merged shards differ from the single run: %v", err)
+	}
+	// The merged report lists the operators by id, a single run in the
+	// metadata's order.
+	for _, ops := range [][]verify.OperatorInfo{a.Digest.Operators, b.Digest.Operators} {
+		sort.Slice(ops, func(i, j int) bool { return ops[i].ID < ops[j].ID })
+	}
+	if !reflect.DeepEqual(a.Digest.Operators, b.Digest.Operators) {
+		t.Fatalf("operators:\n%+v\nvs merged\n%+v", a.Digest.Operators, b.Digest.Operators)
+	}
+	t.Logf("verify over 20ms latency: single process %v; %d shard processes at once %v (%d key-group digests)",
+		singleTime.Round(time.Millisecond), n, shardTime.Round(time.Millisecond), len(a.Digest.Groups))
 }
