@@ -714,3 +714,24 @@ func TestFaultsShardedVerifyLoad(t *testing.T) {
 	t.Logf("verify over 20ms latency: single process %v; %d shard processes at once %v (%d key-group digests)",
 		singleTime.Round(time.Millisecond), n, shardTime.Round(time.Millisecond), len(a.Digest.Groups))
 }
+
+// TestExportHonoursGlobalS3Flags: the export destination is opened with
+// the global S3 flags, not only the endpoint: with --no-sign-request the
+// server refuses the unsigned writes (and nothing is published).
+func TestExportHonoursGlobalS3Flags(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 gateway and Toxiproxy")
+	}
+	r := newCmdFaultRig(t)
+	src := fixtures.Path(t, "flink1.20-rocksdb-canonical-valuestate-timers")
+	_, e, code := runVia(t, r.srv.Endpoint, "--no-sign-request", "export", "--out", r.url("unsigned"), src)
+	if code != ExitIO || !strings.Contains(e, "HTTP 403") || strings.Count(strings.TrimSpace(e), "\n") != 0 {
+		t.Fatalf("unsigned export: exit %d: %q", code, e)
+	}
+	if r.exists(t, "unsigned/"+stateexport.ManifestKey(verify.Shard{})) {
+		t.Fatal("unsigned export published a manifest")
+	}
+	if _, e, code := runVia(t, r.srv.Endpoint, "export", "--out", r.url("signed"), src); code != ExitOK {
+		t.Fatalf("signed export: exit %d: %s", code, e)
+	}
+}
