@@ -435,8 +435,8 @@ func points(n int) []int {
 }
 
 // TestFaultsWritingCommands drives every writing command through resets
-// and timeouts at the first, middle and last read and write request, and a
-// fault that never heals.
+// at the first, middle and last read and write request, timeouts at the
+// first and last, and a reset that never heals.
 func TestFaultsWritingCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts an S3 gateway and Toxiproxy")
@@ -491,6 +491,9 @@ func TestFaultsWritingCommands(t *testing.T) {
 				}
 				for _, at := range points(total) {
 					for _, fl := range faults {
+						if fl.name == "timeout" && at != 1 && at != total {
+							continue // each stall costs its hold: first and last only
+						}
 						f := &armedFault{kind: kind, at: at, toxic: fl.toxic, hold: fl.hold}
 						code, stderr, rd, wr, fired := runCase(f)
 						t.Logf("%s at %s %d/%d: exit %d (fired %v, %d reads, %d writes) %s", fl.name, kind, at, total, code, fired, rd, wr, strings.TrimSpace(stderr))
