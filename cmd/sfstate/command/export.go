@@ -75,7 +75,7 @@ func runExport(c *cli.Context) error {
 	if err != nil {
 		return Fail(ExitUsage, fmt.Errorf("--out: %w", err))
 	}
-	out, err := s3.OpenLocation(ctx, loc, s3.OpenOptions{Create: true, S3: s3.S3Options{Endpoint: c.String("s3-endpoint")}})
+	out, err := s3.OpenLocation(ctx, loc, s3.OpenOptions{Create: true, S3: s3Options(c)})
 	if err != nil {
 		return Fail(ExitIO, err)
 	}
