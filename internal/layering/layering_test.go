@@ -60,6 +60,7 @@ var layers = map[string]int{
 	"statediff":   layerAnalysis,
 	"stateexport": layerAnalysis,
 	"rescale":     layerAnalysis,
+	"convert":     layerAnalysis, // rescale's rewriter in conversion mode; verify digests native sources through it
 
 	"recordstore": layerState,
 
@@ -67,7 +68,6 @@ var layers = map[string]int{
 	"engine/checkpoint": layerServices,
 
 	"migrate":        layerTools,
-	"convert":        layerTools,
 	"engine/rescale": layerTools,
 	"verify/restore": layerTools,
 
