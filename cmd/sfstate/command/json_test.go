@@ -75,6 +75,11 @@ func TestJSONOutputs(t *testing.T) {
 		{"keygroups", "ranges", "-p", "3"},
 		{"keygroups", "plan", "-m", "128", "--from", "2", "--to", "3"},
 		{"version"},
+		{"ls", filepath.Dir(sp)},
+		{"diff", sp, sp},
+		{"export", sp, "--format", "csv", "--out", filepath.Join(t.TempDir(), "csv")},
+		{"gc", t.TempDir(), "--dry-run"},
+		{"convert", copyFixture(t, "flink1.20-hashmap-NATIVE-for-contrast"), "--to", "canonical", "--out", filepath.Join(t.TempDir(), "c")},
 	}
 	for _, args := range cases {
 		name := strings.Join(args[:min(2, len(args))], " ")

@@ -333,4 +333,19 @@ func TestJSONSchemas(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkSchema(t, "version", "sfstate version --json", runJSON("version"), vcs.String())
+
+	// The commands added beside them: ls, diff, export, gc (convert links
+	// RocksDB for native sources; a heap-layout source converts without).
+	heap := filepath.Join(fx, "flink1.20-hashmap-NATIVE-for-contrast")
+	twin := filepath.Join(fx, "flink1.20-hashmap-canonical-valuestate-timers")
+	checkSchema(t, "ls", "sfstate ls --json", runJSON("ls", fx))
+	checkSchema(t, "diff", "sfstate diff --json", runJSON("diff", sps[0], sps[0]), runJSON("diff", twin, twin, "--limit", "3"))
+	exportDir := filepath.Join(t.TempDir(), "export")
+	checkSchema(t, "export", "sfstate export --json", runJSON("export", sps[0], "--format", "jsonl", "--out", exportDir))
+	gcDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(gcDir, "sfstate-tmp-left-over"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkSchema(t, "gc", "sfstate gc --json", runJSON("gc", gcDir, "--dry-run", "--min-age", "0"))
+	checkSchema(t, "convert", "sfstate convert --json", runJSON("convert", heap, "--to", "canonical", "--out", filepath.Join(t.TempDir(), "canonical")))
 }
