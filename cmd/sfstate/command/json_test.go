@@ -1,9 +1,11 @@
 package command
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -102,5 +104,27 @@ func TestJSONOutputs(t *testing.T) {
 	b, _, _ := run(t, "--json", "inspect", ttl, "--ttl", "24h")
 	if a != b {
 		t.Fatal("two inspect --json runs differ")
+	}
+}
+
+// TestBenchSuitesJSON: the suites whose reports are not built from a
+// library type above (keygroups, verify) print one JSON document under
+// --json that follows the convention.
+func TestBenchSuitesJSON(t *testing.T) {
+	bin := cliBinary(t) // bench verify starts shard processes of the binary
+	for _, suite := range []string{"keygroups", "verify"} {
+		var stderr bytes.Buffer
+		cmd := exec.Command(bin, "--json", "bench", suite, "--quick")
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("bench %s: %v: %s", suite, err, stderr.String())
+		}
+		o := string(out)
+		var doc any
+		if err := json.Unmarshal([]byte(o), &doc); err != nil {
+			t.Fatalf("bench %s --json is not one JSON document: %v\n%.300s", suite, err, o)
+		}
+		checkJSONConventions(t, "bench "+suite, o)
 	}
 }
