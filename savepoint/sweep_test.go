@@ -44,7 +44,8 @@ const (
 //     not fit the time budget; metadata decodes are cheap and cover every
 //     offset.
 //
-// Every outcome must be a clean decode or a one-line error that contains
+// A truncated _metadata must not decode cleanly. Every other outcome must
+// be a clean decode or a one-line error that contains
 // "offset" and the damaged file's name (the _metadata name for metadata
 // errors, the keyed file's path for keyed ones). An error identical to the
 // undamaged fixture's own walk error (a layout sfstate does not read) also
@@ -135,8 +136,8 @@ func sweepChild(t *testing.T) {
 		nWalk += w
 		nKeyed += k
 	}
-	t.Logf("sweep: %d metadata decodes, %d walks after clean flips, %d truncated keyed walks in %v",
-		nMeta, nWalk, nKeyed, time.Since(start).Round(time.Millisecond))
+	t.Logf("sweep: %d metadata decodes, %d walks after clean flips, %d truncated keyed walks, %d errors checked in %v",
+		nMeta, nWalk, nKeyed, sweepErrs, time.Since(start).Round(time.Millisecond))
 }
 
 // sweepStore copies the fixture directory into a memory store under "sp/".
@@ -188,12 +189,16 @@ func timed(t *testing.T, what string, fn func() error) error {
 	return err
 }
 
+// sweepErrs counts the errors checkSweepErr saw.
+var sweepErrs int
+
 // checkSweepErr enforces the error contract: one line, "offset", the file.
 func checkSweepErr(t *testing.T, what string, err error, file, baseline string) {
 	t.Helper()
 	if err == nil {
 		return
 	}
+	sweepErrs++
 	msg := err.Error()
 	if baseline != "" && msg == baseline {
 		return
@@ -231,6 +236,7 @@ func sweepOne(t *testing.T, fx sweepFixture) (nMeta, nWalk, nKeyed int) {
 		err := timed(t, what, func() error { return decodeMeta(orig[:n]) })
 		nMeta++
 		if err == nil {
+			t.Errorf("%s: decodes without an error", what)
 			continue
 		}
 		checkSweepErr(t, what, err, metaName, "")
@@ -304,8 +310,7 @@ func sweepKeyedFile(t *testing.T, fx sweepFixture, st *s3.Mem, baseline string) 
 		}
 	}
 	if best == nil {
-		t.Logf("sweep: %s: no keyed-state file", fx.name)
-		return 0
+		return sweepInlineKeyed(t, fx, st, sp.Meta, baseline)
 	}
 	file := strings.TrimPrefix(bestKey, "sp/")
 	opID := bestOp.ID.String()
@@ -321,6 +326,48 @@ func sweepKeyedFile(t *testing.T, fx sweepFixture, st *s3.Mem, baseline string) 
 		}
 	}
 	mustPut(t, st, bestKey, orig)
+	return n
+}
+
+// sweepInlineKeyed is sweepKeyedFile for fixtures whose keyed state is
+// inline in _metadata: it truncates the largest inline keyed stream,
+// re-encodes the metadata around it and walks its operator.
+func sweepInlineKeyed(t *testing.T, fx sweepFixture, st *s3.Mem, md *Metadata, baseline string) int {
+	var best *KeyGroupsHandle
+	var bestOp *OperatorState
+	for _, op := range md.Operators {
+		for _, sub := range op.Subtasks {
+			for _, kh := range append([]KeyedHandle{sub.ManagedKeyed}, MaterializedKeyed(sub.ManagedKeyed)...) {
+				h, ok := kh.(*KeyGroupsHandle)
+				if ok && h.Delegate != nil && h.Delegate.Tag == TagByteStream && (best == nil || len(h.Delegate.Data) > len(best.Delegate.Data)) {
+					best, bestOp = h, op
+				}
+			}
+		}
+	}
+	if best == nil {
+		t.Logf("sweep: %s: no keyed-state file or inline keyed stream", fx.name)
+		return 0
+	}
+	orig := best.Delegate.Data
+	defer func() { best.Delegate.Data = orig }()
+	opID := bestOp.ID.String()
+	n := 0
+	for _, l := range sweepOffsets(len(orig), best.Offsets) {
+		best.Delegate.Data = orig[:l]
+		b, err := EncodeMetadata(md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustPut(t, st, sweepMetaKey, b)
+		what := fmt.Sprintf("%s: inline keyed stream %q truncated to %d bytes", fx.name, best.Delegate.Name, l)
+		err = timed(t, what, func() error { return sweepWalk(st, opID) })
+		n++
+		checkSweepErr(t, what, err, sweepMetaKey, baseline)
+		if t.Failed() {
+			break
+		}
+	}
 	return n
 }
 
