@@ -87,13 +87,26 @@ bench-rescale: setup build
 bench-go: setup
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
 
-fuzz: setup
+# fuzz runs every fuzz target for FUZZTIME; fuzz-long for FUZZTIME_LONG
+# each (FUZZPARALLEL workers, default GOMAXPROCS). Crashers land in the
+# package's testdata/fuzz/ and fail the run.
+FUZZTIME_LONG ?= 10m
+FUZZPARALLEL  ?=
+.PHONY: fuzz-long
+define run_fuzz
 	@for pkg in $(shell $(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
-	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	    echo "fuzz $$pkg $$f ($(1))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(1) $(if $(FUZZPARALLEL),-parallel $(FUZZPARALLEL)) $$pkg || exit 1; \
 	  done; \
 	done
+endef
+
+fuzz: setup
+	$(call run_fuzz,$(strip $(FUZZTIME)))
+
+fuzz-long: setup
+	$(call run_fuzz,$(strip $(FUZZTIME_LONG)))
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
