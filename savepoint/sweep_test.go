@@ -21,10 +21,10 @@ import (
 const sweepChildEnv = "SFSTATE_SWEEP_CHILD"
 
 const (
-	sweepAddressSpace = 1 << 30         // RLIMIT_AS of the child
+	sweepAddressSpace = 1 << 30         // RLIMIT_AS headroom of the child
 	sweepSlowDecode   = 2 * time.Second // one decode slower than this is a hang
 	sweepChildTimeout = 5 * time.Minute // the whole child
-	sweepKeyedCap     = 160             // truncation offsets per keyed file
+	sweepKeyedCap     = 160             // truncation lengths per keyed stream
 	sweepWalkCap      = 64              // full walks after a clean flipped _metadata, per fixture
 )
 
@@ -36,25 +36,29 @@ const (
 //     trailer;
 //   - where a flipped _metadata still parses, the keyed state it describes
 //     is walked too (the first sweepWalkCap such offsets per fixture);
-//   - the largest keyed-state file of each fixture truncated at sampled
-//     lengths and walked: every length below 64 (the header start), the
-//     key-group offsets and their neighbours, then a fixed stride, about
-//     sweepKeyedCap lengths in all (deterministic: the same lengths every
-//     run). A walk costs milliseconds, so every length of every file would
-//     not fit the time budget; metadata decodes are cheap and cover every
+//   - the largest keyed-state file of each fixture (or, where keyed state
+//     is inline in _metadata, the largest inline keyed stream, re-encoded
+//     into the metadata) truncated at sampled lengths and walked: every
+//     length below 64 (the header start), the key-group offsets and their
+//     neighbours, then a fixed stride, about sweepKeyedCap lengths in all.
+//     The sample is deterministic (the same lengths every run); a walk
+//     costs milliseconds, so every length of every stream would not fit
+//     the time budget, while metadata decodes are cheap and cover every
 //     offset.
 //
 // A truncated _metadata must not decode cleanly. Every other outcome must
-// be a clean decode or a one-line error that contains
-// "offset" and the damaged file's name (the _metadata name for metadata
-// errors, the keyed file's path for keyed ones). An error identical to the
-// undamaged fixture's own walk error (a layout sfstate does not read) also
-// passes. No single decode may take longer than sweepSlowDecode.
+// be a clean decode or a one-line error that contains "offset" and the
+// damaged file's name: the _metadata name for metadata errors, the keyed
+// file's path for keyed ones, the stream's key in the store for walks
+// after a flip. An error identical to the undamaged fixture's own walk
+// error (a layout sfstate does not read) also passes. No single decode may
+// take longer than sweepSlowDecode.
 //
 // The sweep runs in a child process (the test binary re-executed with
 // SFSTATE_SWEEP_CHILD=1) whose address space is capped with RLIMIT_AS at
-// 1 GiB above what the runtime has mapped at its start, so a decoder that allocates what a damaged length says fails
-// the test instead of exhausting the machine.
+// 1 GiB above what the Go runtime has reserved at its start, so a decoder
+// that allocates what a damaged length says fails the test instead of
+// exhausting the machine.
 func TestCorruptionSweep(t *testing.T) {
 	if os.Getenv(sweepChildEnv) != "" {
 		sweepChild(t)
