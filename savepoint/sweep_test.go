@@ -417,3 +417,27 @@ func sweepOffsets(size int, kgOffsets []int64) []int {
 	add(size - 1)
 	return out
 }
+
+// TestSweepChildLimitIsHard checks that the child's address-space cap
+// stops a runaway allocation: a child that allocates twice the headroom
+// must die with the runtime's out-of-memory error.
+func TestSweepChildLimitIsHard(t *testing.T) {
+	if os.Getenv(sweepChildEnv) == "oom" {
+		if _, err := limitAddressSpace(sweepAddressSpace); err != nil {
+			t.Skip(err)
+		}
+		b := make([]byte, 2*sweepAddressSpace)
+		b[len(b)-1] = 1
+		t.Log("allocated", len(b), b[len(b)-1])
+		return
+	}
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc: address space is not limited here")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestSweepChildLimitIsHard$", "-test.v")
+	cmd.Env = append(os.Environ(), sweepChildEnv+"=oom")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "out of memory") {
+		t.Fatalf("child was not stopped by the limit (err %v):\n%.2000s", err, out)
+	}
+}
