@@ -93,13 +93,30 @@ bench-rescale: setup build
 bench-go: setup
 	$(GO) test -run '^$$' -bench . -benchtime 1x ./...
 
-fuzz: setup
+# fuzz runs every fuzz target for FUZZTIME; fuzz-long for FUZZTIME_LONG
+# each (FUZZPARALLEL workers, default GOMAXPROCS). Crashers land in the
+# package's testdata/fuzz/ and fail the run. FUZZMINIMIZETIME bounds the
+# minimization of each new input: with Go's default (60s) a worker that
+# found a large interesting input (a _metadata seed) spends the run
+# minimizing it and reports 0 execs/sec; 0 turns minimization off.
+FUZZTIME_LONG    ?= 10m
+FUZZPARALLEL     ?=
+FUZZMINIMIZETIME ?= 0
+.PHONY: fuzz-long
+define run_fuzz
 	@for pkg in $(shell $(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
-	    echo "fuzz $$pkg $$f ($(FUZZTIME))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	    echo "fuzz $$pkg $$f ($(1))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(1) -fuzzminimizetime $(strip $(FUZZMINIMIZETIME)) $(if $(FUZZPARALLEL),-parallel $(FUZZPARALLEL)) $$pkg || exit 1; \
 	  done; \
 	done
+endef
+
+fuzz: setup
+	$(call run_fuzz,$(strip $(FUZZTIME)))
+
+fuzz-long: setup
+	$(call run_fuzz,$(strip $(FUZZTIME_LONG)))
 
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }

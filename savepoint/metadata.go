@@ -489,6 +489,12 @@ func (p *parser) metadata() *Metadata {
 		return nil
 	}
 	if p.version >= 4 {
+		// Flink reads the trailer with an ObjectInputStream: a V4+ file
+		// that ends here was cut short.
+		if d.Len() == 0 {
+			d.Failf("version %d file ends before its CheckpointProperties trailer", p.version)
+			return nil
+		}
 		md.trailerOffset = d.Offset()
 		md.Trailer = append([]byte(nil), d.Bytes(d.Len())...)
 	} else if d.Len() > 0 {

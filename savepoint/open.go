@@ -106,7 +106,7 @@ func OpenWith(ctx context.Context, st s3.Storage, metadataKey string, o OpenOpti
 		dir = ""
 	}
 	sp := &Savepoint{Store: st, Dir: dir, MetadataKey: metadataKey, MetadataSize: int64(len(b)), Meta: md}
-	sp.Props, sp.PropsErr = md.Properties()
+	sp.Props, sp.PropsErr = md.properties(name)
 	o.Map = append([]PathMap(nil), o.Map...)
 	if err := sp.setPolicy(ctx, o); err != nil {
 		return nil, err

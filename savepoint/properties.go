@@ -40,22 +40,29 @@ func (p *Properties) IsSavepoint() bool {
 
 // Properties decodes the V4+ trailer. It returns (nil, nil) for V3 files.
 // The trailer offset in errors is relative to the file.
-func (md *Metadata) Properties() (*Properties, error) {
+func (md *Metadata) Properties() (*Properties, error) { return md.properties("") }
+
+// properties is Properties with errors naming the metadata file (when
+// name is not "").
+func (md *Metadata) properties(name string) (*Properties, error) {
 	if len(md.Trailer) == 0 {
 		return nil, nil
+	}
+	if name != "" {
+		name += ": "
 	}
 	base := md.trailerOffset
 	st, err := javaser.Parse(md.Trailer, base)
 	if err != nil {
-		return nil, fmt.Errorf("%w: checkpoint properties trailer: %v", ErrFormat, err)
+		return nil, fmt.Errorf("%w: %scheckpoint properties trailer: %v", ErrFormat, name, err)
 	}
 	obj, _ := st.First().(*javaser.Object)
 	if obj == nil {
-		return nil, fmt.Errorf("%w: checkpoint properties trailer at offset %d holds no object", ErrFormat, base)
+		return nil, fmt.Errorf("%w: %scheckpoint properties trailer at offset %d holds no object", ErrFormat, name, base)
 	}
 	p := &Properties{Class: obj.ClassName()}
 	if p.Class != "org.apache.flink.runtime.checkpoint.CheckpointProperties" {
-		return nil, fmt.Errorf("%w: trailer at offset %d holds %s, not CheckpointProperties", ErrFormat, base, p.Class)
+		return nil, fmt.Errorf("%w: %strailer at offset %d holds %s, not CheckpointProperties", ErrFormat, name, base, p.Class)
 	}
 	p.DiscardCancelled, _ = obj.Bool("discardCancelled")
 	p.DiscardFailed, _ = obj.Bool("discardFailed")

@@ -17,7 +17,7 @@ const testMaxPar = 256 // two-byte key-group prefix
 // testHandle builds a handle over key groups [lo, hi] whose meta state
 // declares String-keyed states with String namespaces (ambiguous keys).
 // The header says compressed, which native data never is.
-func testHandle(t *testing.T, layout Layout, lo, hi int) *Handle {
+func testHandle(t testing.TB, layout Layout, lo, hi int) *Handle {
 	t.Helper()
 	s := flinkwrite.StringSnapshot
 	hdr := flinkwrite.Header{Compressed: true, KeySerializer: s, States: []flinkwrite.StateMetaInfo{

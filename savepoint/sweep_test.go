@@ -1,0 +1,443 @@
+package savepoint
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/s3"
+)
+
+// sweepChildEnv marks the child process of TestCorruptionSweep.
+const sweepChildEnv = "SFSTATE_SWEEP_CHILD"
+
+const (
+	sweepAddressSpace = 1 << 30         // RLIMIT_AS headroom of the child
+	sweepSlowDecode   = 2 * time.Second // one decode slower than this is a hang
+	sweepChildTimeout = 5 * time.Minute // the whole child
+	sweepKeyedCap     = 160             // truncation lengths per keyed stream
+	sweepWalkCap      = 64              // full walks after a clean flipped _metadata, per fixture
+)
+
+// TestCorruptionSweep damages every fixture savepoint (../flink-fixtures
+// and ../flink-fixtures-more) and decodes the result:
+//
+//   - _metadata truncated at every offset and with one byte flipped (xor
+//     0xFF) at every offset: ParseMetadata plus the checkpoint-properties
+//     trailer;
+//   - where a flipped _metadata still parses, the keyed state it describes
+//     is walked too (the first sweepWalkCap such offsets per fixture);
+//   - the largest keyed-state file of each fixture (or, where keyed state
+//     is inline in _metadata, the largest inline keyed stream, re-encoded
+//     into the metadata) truncated at sampled lengths and walked: every
+//     length below 64 (the header start), the key-group offsets and their
+//     neighbours, then a fixed stride, about sweepKeyedCap lengths in all.
+//     The sample is deterministic (the same lengths every run); a walk
+//     costs milliseconds, so every length of every stream would not fit
+//     the time budget, while metadata decodes are cheap and cover every
+//     offset.
+//
+// A truncated _metadata must not decode cleanly. Every other outcome must
+// be a clean decode or a one-line error that contains "offset" and the
+// damaged file's name: the _metadata name for metadata errors, the keyed
+// file's path for keyed ones, the stream's key in the store for walks
+// after a flip. An error identical to the undamaged fixture's own walk
+// error (a layout sfstate does not read) also passes. No single decode may
+// take longer than sweepSlowDecode.
+//
+// The sweep runs in a child process (the test binary re-executed with
+// SFSTATE_SWEEP_CHILD=1) whose address space is capped with RLIMIT_AS at
+// 1 GiB above what the Go runtime has reserved at its start, so a decoder
+// that allocates what a damaged length says fails the test instead of
+// exhausting the machine.
+func TestCorruptionSweep(t *testing.T) {
+	if os.Getenv(sweepChildEnv) != "" {
+		sweepChild(t)
+		return
+	}
+	fixtures.Require(t)
+	if testing.Short() {
+		t.Skip("corruption sweep skipped in -short mode")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sweepChildTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^TestCorruptionSweep$", "-test.v")
+	cmd.Env = append(os.Environ(), sweepChildEnv+"=1")
+	out, err := cmd.CombinedOutput()
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "sweep:") || strings.Contains(l, "FAIL") || strings.Contains(l, "panic") || strings.Contains(l, "fatal") {
+			t.Log(strings.TrimSpace(l))
+		}
+	}
+	if err != nil {
+		tail := out
+		if len(tail) > 4000 {
+			tail = tail[len(tail)-4000:]
+		}
+		t.Fatalf("sweep child failed (%v):\n%s", err, tail)
+	}
+}
+
+type sweepFixture struct {
+	name string // fixture directory name
+	dir  string // directory holding _metadata
+}
+
+func sweepFixtures(t *testing.T) []sweepFixture {
+	var out []sweepFixture
+	for _, sp := range fixtures.All(t) {
+		out = append(out, sweepFixture{sp.Name, sp.Dir})
+	}
+	more := fixtures.MoreDir()
+	if more == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("additional flink fixtures not found; required when CI=true")
+		}
+		t.Log("sweep: additional fixtures not found, sweeping the main ones only")
+		return out
+	}
+	ents, err := os.ReadDir(more)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), "_") {
+			continue
+		}
+		for _, sub := range []string{"", "savepoint"} {
+			d := filepath.Join(more, e.Name(), sub)
+			if _, err := os.Stat(filepath.Join(d, MetadataName)); err == nil {
+				out = append(out, sweepFixture{"more/" + e.Name(), d})
+				break
+			}
+		}
+	}
+	return out
+}
+
+func sweepChild(t *testing.T) {
+	if lim, err := limitAddressSpace(sweepAddressSpace); err != nil {
+		t.Logf("sweep: address space not limited: %v", err)
+	} else {
+		t.Logf("sweep: address space limited to %d MiB", lim>>20)
+	}
+	start := time.Now()
+	var nMeta, nWalk, nKeyed int
+	for _, fx := range sweepFixtures(t) {
+		t0 := time.Now()
+		m, w, k := sweepOne(t, fx)
+		t.Logf("sweep: %s: %d metadata decodes, %d walks, %d keyed in %v", fx.name, m, w, k, time.Since(t0).Round(time.Millisecond))
+		nMeta += m
+		nWalk += w
+		nKeyed += k
+	}
+	t.Logf("sweep: %d metadata decodes, %d walks after clean flips, %d truncated keyed walks, %d errors checked in %v",
+		nMeta, nWalk, nKeyed, sweepErrs, time.Since(start).Round(time.Millisecond))
+}
+
+// sweepStore copies the fixture directory into a memory store under "sp/".
+func sweepStore(t *testing.T, dir string) *s3.Mem {
+	st := s3.NewMem()
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		return st.Put(context.Background(), "sp/"+filepath.ToSlash(rel), bytes.NewReader(b), int64(len(b)))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+const sweepMetaKey = "sp/" + MetadataName
+
+// sweepWalk opens the savepoint in st and walks its keyed state (all
+// operators, or only op when it is not "").
+func sweepWalk(st s3.Storage, op string) error {
+	ctx := context.Background()
+	sp, err := Open(ctx, st, sweepMetaKey)
+	if err != nil {
+		return err
+	}
+	if sp.PropsErr != nil {
+		return sp.PropsErr
+	}
+	return sp.WalkKeyed(ctx, ScanOptions{Operator: op, SkipNative: true}, func(*KeyedEntry) error { return nil })
+}
+
+// timed runs fn and fails when it takes longer than sweepSlowDecode.
+func timed(t *testing.T, what string, fn func() error) error {
+	t0 := time.Now()
+	err := fn()
+	if d := time.Since(t0); d > sweepSlowDecode {
+		t.Fatalf("%s: decode took %v", what, d)
+	}
+	return err
+}
+
+// sweepErrs counts the errors checkSweepErr saw.
+var sweepErrs int
+
+// checkSweepErr enforces the error contract: one line, "offset", the file.
+func checkSweepErr(t *testing.T, what string, err error, file, baseline string) {
+	t.Helper()
+	if err == nil {
+		return
+	}
+	sweepErrs++
+	msg := err.Error()
+	if baseline != "" && msg == baseline {
+		return
+	}
+	if strings.Contains(msg, "\n") || !strings.Contains(msg, "offset") || !strings.Contains(msg, file) {
+		t.Errorf("%s: error must be one line naming %q and an offset: %s", what, file, msg)
+	}
+}
+
+func sweepOne(t *testing.T, fx sweepFixture) (nMeta, nWalk, nKeyed int) {
+	orig, err := os.ReadFile(filepath.Join(fx.dir, MetadataName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := sweepStore(t, fx.dir)
+	baseErr := sweepWalk(st, "")
+	baseline := ""
+	if baseErr != nil {
+		baseline = baseErr.Error()
+		t.Logf("sweep: %s: undamaged walk fails: %v", fx.name, baseErr)
+	}
+	metaName := fx.name + "/" + MetadataName
+	decodeMeta := func(b []byte) error {
+		md, err := ParseMetadata(b, metaName)
+		if err != nil {
+			return err
+		}
+		_, err = md.properties(metaName)
+		return err
+	}
+	errs := 0
+	fail := func() bool { errs++; return errs > 20 }
+	for n := 0; n < len(orig); n++ {
+		what := fmt.Sprintf("%s truncated to %d bytes", metaName, n)
+		err := timed(t, what, func() error { return decodeMeta(orig[:n]) })
+		nMeta++
+		if err == nil {
+			t.Errorf("%s: decodes without an error", what)
+			continue
+		}
+		checkSweepErr(t, what, err, metaName, "")
+		if t.Failed() && fail() {
+			t.Fatal("too many failures")
+		}
+	}
+	flipped := append([]byte(nil), orig...)
+	for i := 0; i < len(orig); i++ {
+		flipped[i] ^= 0xFF
+		what := fmt.Sprintf("%s with byte %d flipped", metaName, i)
+		err := timed(t, what, func() error { return decodeMeta(flipped) })
+		nMeta++
+		if err != nil {
+			checkSweepErr(t, what, err, metaName, "")
+		} else if nWalk < sweepWalkCap {
+			mustPut(t, st, sweepMetaKey, flipped)
+			err := timed(t, what, func() error { return sweepWalk(st, "") })
+			nWalk++
+			if err != nil && !strings.Contains(err.Error(), metaName) {
+				// Walk errors name the stream they read: the keyed file
+				// or, for inline state, the _metadata key in the store.
+				checkSweepErr(t, what, err, "sp/", baseline)
+			}
+		}
+		flipped[i] ^= 0xFF
+		if t.Failed() && fail() {
+			t.Fatal("too many failures")
+		}
+	}
+	mustPut(t, st, sweepMetaKey, orig)
+	nKeyed = sweepKeyedFile(t, fx, st, baseline)
+	return nMeta, nWalk, nKeyed
+}
+
+func mustPut(t *testing.T, st *s3.Mem, key string, b []byte) {
+	if err := st.Put(context.Background(), key, bytes.NewReader(b), int64(len(b))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sweepKeyedFile truncates the fixture's largest keyed-state file (a
+// key-groups handle whose stream is a whole file of the savepoint) at
+// sampled offsets and walks its operator each time.
+func sweepKeyedFile(t *testing.T, fx sweepFixture, st *s3.Mem, baseline string) int {
+	ctx := context.Background()
+	sp, err := Open(ctx, st, sweepMetaKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var best *KeyGroupsHandle
+	var bestOp *OperatorState
+	var bestKey string
+	var orig []byte
+	for _, op := range sp.Meta.Operators {
+		for _, sub := range op.Subtasks {
+			for _, kh := range append([]KeyedHandle{sub.ManagedKeyed}, MaterializedKeyed(sub.ManagedKeyed)...) {
+				h, ok := kh.(*KeyGroupsHandle)
+				if !ok || h.Delegate == nil {
+					continue
+				}
+				loc, err := sp.Resolve(h.Delegate)
+				if err != nil || loc.Key == "" || loc.Start != 0 || loc.Segment {
+					continue
+				}
+				b, err := sweepRead(ctx, st, loc.Key)
+				if err == nil && len(b) > len(orig) {
+					best, bestOp, bestKey, orig = h, op, loc.Key, b
+				}
+			}
+		}
+	}
+	if best == nil {
+		return sweepInlineKeyed(t, fx, st, sp.Meta, baseline)
+	}
+	file := strings.TrimPrefix(bestKey, "sp/")
+	opID := bestOp.ID.String()
+	n := 0
+	for _, l := range sweepOffsets(len(orig), best.Offsets) {
+		mustPut(t, st, bestKey, orig[:l])
+		what := fmt.Sprintf("%s: %s truncated to %d bytes", fx.name, file, l)
+		err := timed(t, what, func() error { return sweepWalk(st, opID) })
+		n++
+		checkSweepErr(t, what, err, file, baseline)
+		if t.Failed() {
+			break
+		}
+	}
+	mustPut(t, st, bestKey, orig)
+	return n
+}
+
+// sweepInlineKeyed is sweepKeyedFile for fixtures whose keyed state is
+// inline in _metadata: it truncates the largest inline keyed stream,
+// re-encodes the metadata around it and walks its operator.
+func sweepInlineKeyed(t *testing.T, fx sweepFixture, st *s3.Mem, md *Metadata, baseline string) int {
+	var best *KeyGroupsHandle
+	var bestOp *OperatorState
+	for _, op := range md.Operators {
+		for _, sub := range op.Subtasks {
+			for _, kh := range append([]KeyedHandle{sub.ManagedKeyed}, MaterializedKeyed(sub.ManagedKeyed)...) {
+				h, ok := kh.(*KeyGroupsHandle)
+				if ok && h.Delegate != nil && h.Delegate.Tag == TagByteStream && (best == nil || len(h.Delegate.Data) > len(best.Delegate.Data)) {
+					best, bestOp = h, op
+				}
+			}
+		}
+	}
+	if best == nil {
+		t.Logf("sweep: %s: no keyed-state file or inline keyed stream", fx.name)
+		return 0
+	}
+	orig := best.Delegate.Data
+	defer func() { best.Delegate.Data = orig }()
+	opID := bestOp.ID.String()
+	n := 0
+	for _, l := range sweepOffsets(len(orig), best.Offsets) {
+		best.Delegate.Data = orig[:l]
+		b, err := EncodeMetadata(md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mustPut(t, st, sweepMetaKey, b)
+		what := fmt.Sprintf("%s: inline keyed stream %q truncated to %d bytes", fx.name, best.Delegate.Name, l)
+		err = timed(t, what, func() error { return sweepWalk(st, opID) })
+		n++
+		checkSweepErr(t, what, err, sweepMetaKey, baseline)
+		if t.Failed() {
+			break
+		}
+	}
+	return n
+}
+
+func sweepRead(ctx context.Context, st s3.Storage, key string) ([]byte, error) {
+	rc, err := st.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return io.ReadAll(rc)
+}
+
+// sweepOffsets returns the truncation lengths tried for a keyed file of
+// size bytes with the given key-group offsets: every length below 64,
+// each key-group offset and its neighbours (until half the budget is
+// used), and a deterministic stride over the rest so that about
+// sweepKeyedCap lengths are tried.
+func sweepOffsets(size int, kgOffsets []int64) []int {
+	seen := map[int]bool{}
+	var out []int
+	add := func(l int) {
+		if l >= 0 && l < size && !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	for l := 0; l < 64; l++ {
+		add(l)
+	}
+	for _, o := range kgOffsets {
+		if o > 0 && len(out) < sweepKeyedCap/2 {
+			for d := -1; d <= 1; d++ {
+				add(int(o) + d)
+			}
+		}
+	}
+	if rest := sweepKeyedCap - len(out); rest > 0 {
+		stride := max(1, size/rest)
+		for l := 64; l < size; l += stride {
+			add(l)
+		}
+	}
+	add(size - 1)
+	return out
+}
+
+// TestSweepChildLimitIsHard checks that the child's address-space cap
+// stops a runaway allocation: a child that allocates twice the headroom
+// must die with the runtime's out-of-memory error.
+func TestSweepChildLimitIsHard(t *testing.T) {
+	if os.Getenv(sweepChildEnv) == "oom" {
+		if _, err := limitAddressSpace(sweepAddressSpace); err != nil {
+			t.Skip(err)
+		}
+		b := make([]byte, 2*sweepAddressSpace)
+		b[len(b)-1] = 1
+		t.Log("allocated", len(b), b[len(b)-1])
+		return
+	}
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc: address space is not limited here")
+	}
+	cmd := exec.Command(os.Args[0], "-test.run", "^TestSweepChildLimitIsHard$", "-test.v")
+	cmd.Env = append(os.Environ(), sweepChildEnv+"=oom")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "out of memory") {
+		t.Fatalf("child was not stopped by the limit (err %v):\n%.2000s", err, out)
+	}
+}
