@@ -41,6 +41,7 @@ var layers = map[string]int{
 	"engine/rowcodec":           layerBase,
 	"savepoint/internal/binfmt": layerBase,
 	"internal/fixtures":         layerBase,
+	"internal/fuzzcorpus":       layerBase,
 	"internal/progress":         layerBase,
 	"internal/testutil":         layerBase,
 	"internal/layering":         layerBase,
