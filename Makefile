@@ -98,7 +98,9 @@ bench-go: setup
 # package's testdata/fuzz/ and fail the run. FUZZMINIMIZETIME bounds the
 # minimization of each new input: with Go's default (60s) a worker that
 # found a large interesting input (a _metadata seed) spends the run
-# minimizing it and reports 0 execs/sec; 0 turns minimization off.
+# minimizing it and reports 0 execs/sec; 0 turns minimization off. Go
+# before 1.27 can fail a target with a bare "context deadline exceeded" when
+# -fuzztime ends under load; without a new testdata input that is skipped.
 FUZZTIME_LONG    ?= 10m
 FUZZPARALLEL     ?=
 FUZZMINIMIZETIME ?= 0
@@ -107,7 +109,12 @@ define run_fuzz
 	@for pkg in $(shell $(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
 	    echo "fuzz $$pkg $$f ($(1))"; \
-	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(1) -fuzzminimizetime $(strip $(FUZZMINIMIZETIME)) $(if $(FUZZPARALLEL),-parallel $(FUZZPARALLEL)) $$pkg || exit 1; \
+	    d=$$($(GO) list -f '{{.Dir}}' $$pkg)/testdata/fuzz/$$f; n0=$$(ls $$d 2>/dev/null | wc -l); log=$$(mktemp); \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(1) -fuzzminimizetime $(strip $(FUZZMINIMIZETIME)) $(if $(FUZZPARALLEL),-parallel $(FUZZPARALLEL)) $$pkg 2>&1 | tee $$log; \
+	    rc=$${PIPESTATUS[0]}; n1=$$(ls $$d 2>/dev/null | wc -l); \
+	    if [ $$rc -ne 0 ] && [ $$n1 -eq $$n0 ] && grep -qx '    context deadline exceeded' $$log; then \
+	      echo "fuzz $$pkg $$f: deadline race at the end of -fuzztime, no input written (go.dev/issue/75804, fixed in Go 1.27): not a finding"; rc=0; \
+	    fi; rm -f $$log; [ $$rc -eq 0 ] || exit 1; \
 	  done; \
 	done
 endef

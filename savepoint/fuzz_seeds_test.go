@@ -75,4 +75,23 @@ func TestMetadataFuzzSeeds(t *testing.T) {
 			}
 		}
 	}
+	// FuzzMetadataV2Changelog: the generated V2 file and changelog
+	// checkpoint (V4 and V2 layouts).
+	v2cl := genChangelogMetadata()
+	v2cl.Version = 2
+	for _, md := range []*Metadata{genV2Metadata(), genChangelogMetadata(), v2cl} {
+		b, err := EncodeMetadata(md)
+		if err != nil {
+			continue // V2 cannot hold every changelog field
+		}
+		got, err := ParseMetadata(b, "seed")
+		if err != nil || got.Version != md.Version {
+			t.Fatalf("V%d changelog seed: %v", md.Version, err)
+		}
+		if os.Getenv(writeCorpusEnv) == "1" {
+			if _, err := fuzzcorpus.Write(".", "FuzzMetadataV2Changelog", b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 }
