@@ -34,6 +34,7 @@ func planOperators(src *savepoint.Savepoint, o Options) ([]opPlan, error) {
 		return nil, err
 	}
 	plans := make([]opPlan, len(src.Meta.Operators))
+	keyed, fit := 0, 0
 	for i, op := range src.Meta.Operators {
 		kind, err := Classify(op)
 		if err != nil {
@@ -66,6 +67,12 @@ func planOperators(src *savepoint.Savepoint, o Options) ([]opPlan, error) {
 				return nil, fmt.Errorf("rescale: operator %s: its parallelism %d exceeds the new max parallelism %d; give it one with --operator-parallelism", op.ID, oldP, pl.maxP)
 			}
 		}
+		if kind != KindNonKeyed {
+			keyed++
+			if _, ok := perP[op.ID]; ok || pl.p == o.Parallelism {
+				fit++
+			}
+		}
 		pl.rewrite = kind != KindNonKeyed && (pl.maxP != oldMaxP || o.MergeFiles)
 		pl.keep = !pl.rewrite && pl.p == oldP && len(notes) > 0
 		for j, n := range notes {
@@ -75,6 +82,9 @@ func planOperators(src *savepoint.Savepoint, o Options) ([]opPlan, error) {
 			pl.note += n
 		}
 		plans[i] = pl
+	}
+	if keyed > 0 && fit == 0 {
+		return nil, fmt.Errorf("%w: no keyed operator of %s allows parallelism %d (their max parallelism is smaller)", ErrUnsupported, src.Name(), o.Parallelism)
 	}
 	return plans, nil
 }

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -137,6 +139,16 @@ func runRescale(c *cli.Context) error {
 		return Failf(ExitUsage, "--out must differ from the source %s (the source is never modified)", sp.DirURI())
 	}
 	opts := s3.OpenOptions{S3: s3.S3Options{Endpoint: c.String("s3-endpoint")}, Create: true}
+	if dstLoc.Scheme == "file" {
+		if _, err := os.Stat(dstLoc.Dir); os.IsNotExist(err) {
+			// Created below; a failed run leaves no empty directory.
+			defer func() {
+				if _, err := os.Stat(filepath.Join(dstLoc.Dir, savepoint.MetadataName)); os.IsNotExist(err) {
+					_ = os.Remove(dstLoc.Dir) // only when empty
+				}
+			}()
+		}
+	}
 	dst, err := s3.OpenLocation(ctx, dstLoc, opts)
 	if err != nil {
 		return Fail(ExitIO, err)
