@@ -33,9 +33,28 @@
 // subtask so each restored subtask finds them. Operators without keyed
 // state are copied unchanged: Flink repartitions them itself.
 //
+// # Which operators get the new parallelism
+//
+// Options.Parallelism applies to every keyed operator whose max parallelism
+// allows it. Flink SQL pins global operators (sorts, limits, non-keyed
+// aggregates) at max parallelism 1; such an operator, and any other whose
+// max parallelism is below the target, keeps its own parallelism and its
+// LayoutStats.Note says so. Options.MaxParallelism likewise never applies
+// to an operator pinned at 1. Options.OperatorParallelism and
+// OperatorMaxParallelism set single operators (by id, uid or name) and must
+// fit them. A target no keyed operator allows is refused.
+//
+// # References into the source
+//
 // Relative handles would point outside the destination; they become
 // absolute URIs into the source (file:/… or s3://…), or with Options.Copy
 // the files are copied (server-side within one store) and stay relative.
+// Absolute handles stay absolute, named where the source's read policy
+// found them (so a source opened with a path mapping yields an output that
+// reads without it). When the new metadata points into the source, Run
+// writes savepoint.SourcesName beside it, recording the source directory
+// (and the sources the source itself recorded): every reader then follows
+// those URIs by default, while other absolute paths stay refused.
 //
 // # Native handles
 //

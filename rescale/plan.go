@@ -1,11 +1,17 @@
 package rescale
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint"
 )
+
+// ErrOptions marks per-operator options that do not fit the savepoint (an
+// operator that is not in it, a value outside Flink's limits, one given
+// twice): a mistake in the request, not in the input.
+var ErrOptions = errors.New("rescale: options do not fit the savepoint")
 
 // opPlan is what Run does with one operator.
 type opPlan struct {
@@ -34,6 +40,7 @@ func planOperators(src *savepoint.Savepoint, o Options) ([]opPlan, error) {
 		return nil, err
 	}
 	plans := make([]opPlan, len(src.Meta.Operators))
+	keyed, fit := 0, 0
 	for i, op := range src.Meta.Operators {
 		kind, err := Classify(op)
 		if err != nil {
@@ -50,7 +57,7 @@ func planOperators(src *savepoint.Savepoint, o Options) ([]opPlan, error) {
 		var notes []string
 		if m, ok := perMaxP[op.ID]; ok {
 			if oldMaxP == 1 && m != 1 {
-				return nil, fmt.Errorf("%w: operator %s: Flink pins it at max parallelism 1 (a non-parallel operator); --operator-max-parallelism %d cannot apply", ErrUnsupported, op.ID, m)
+				return nil, fmt.Errorf("%w: operator %s: Flink pins it at max parallelism 1 (a non-parallel operator); --operator-max-parallelism %d cannot apply", ErrOptions, op.ID, m)
 			}
 			pl.maxP = m
 		} else if o.MaxParallelism > 0 {
@@ -72,6 +79,12 @@ func planOperators(src *savepoint.Savepoint, o Options) ([]opPlan, error) {
 				return nil, fmt.Errorf("rescale: operator %s: its parallelism %d exceeds the new max parallelism %d; give it one with --operator-parallelism", op.ID, oldP, pl.maxP)
 			}
 		}
+		if kind != KindNonKeyed {
+			keyed++
+			if _, ok := perP[op.ID]; ok || pl.p == o.Parallelism {
+				fit++
+			}
+		}
 		pl.rewrite = kind != KindNonKeyed && (pl.maxP != oldMaxP || o.MergeFiles)
 		pl.keep = !pl.rewrite && pl.p == oldP && len(notes) > 0
 		for j, n := range notes {
@@ -81,6 +94,9 @@ func planOperators(src *savepoint.Savepoint, o Options) ([]opPlan, error) {
 			pl.note += n
 		}
 		plans[i] = pl
+	}
+	if keyed > 0 && fit == 0 {
+		return nil, fmt.Errorf("%w: no keyed operator of %s allows parallelism %d (their max parallelism is smaller; raise it with --max-parallelism)", keygroups.ErrParallelism, src.Name(), o.Parallelism)
 	}
 	return plans, nil
 }
@@ -92,13 +108,13 @@ func resolveOperators(src *savepoint.Savepoint, m map[string]int, what string) (
 	for sel, v := range m {
 		op := src.FindOperator(sel)
 		if op == nil {
-			return nil, fmt.Errorf("%w: operator %q (given a %s) is not in %s", ErrUnsupported, sel, what, src.Name())
+			return nil, fmt.Errorf("%w: operator %q (given a %s) is not in %s", ErrOptions, sel, what, src.Name())
 		}
 		if v < 1 || v > keygroups.MaxParallelismLimit {
-			return nil, fmt.Errorf("%w: operator %q: %s %d outside [1, %d]", ErrUnsupported, sel, what, v, keygroups.MaxParallelismLimit)
+			return nil, fmt.Errorf("%w: operator %q: %s %d outside [1, %d]", ErrOptions, sel, what, v, keygroups.MaxParallelismLimit)
 		}
 		if _, dup := out[op.ID]; dup {
-			return nil, fmt.Errorf("%w: operator %s is given a %s twice (%q names it too)", ErrUnsupported, op.ID, what, sel)
+			return nil, fmt.Errorf("%w: operator %s is given a %s twice (%q names it too)", ErrOptions, op.ID, what, sel)
 		}
 		out[op.ID] = v
 	}

@@ -205,7 +205,7 @@ func TestOperatorOverrides(t *testing.T) {
 		_, _, err := run(o)
 		if err == nil {
 			t.Errorf("%s: accepted", name)
-		} else if name == "unknown operator" && !errors.Is(err, ErrUnsupported) {
+		} else if name == "unknown operator" && !errors.Is(err, ErrOptions) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"io"
 	"path"
 	"path/filepath"
-	"sort"
 	"strings"
 	"sync"
 
@@ -588,20 +587,4 @@ func forEachStream(md *Metadata, fn func(*StreamHandle)) {
 			}
 		}
 	}
-}
-
-// ForEachStream calls fn for every stream handle of md, nested ones
-// included.
-func ForEachStream(md *Metadata, fn func(*StreamHandle)) { forEachStream(md, fn) }
-
-// sortedUnique sorts and deduplicates ss.
-func sortedUnique(ss []string) []string {
-	sort.Strings(ss)
-	out := ss[:0]
-	for i, s := range ss {
-		if i == 0 || s != ss[i-1] {
-			out = append(out, s)
-		}
-	}
-	return out
 }

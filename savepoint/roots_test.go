@@ -263,3 +263,45 @@ func TestRecordedSources(t *testing.T) {
 		t.Errorf("oversized record: %v", err)
 	}
 }
+
+// FuzzResolveAbsolute: whatever absolute path a handle carries, a resolved
+// location lies below an allowed root and its key has no "..", "." or
+// empty segment; a refusal is ErrPath; nothing panics.
+func FuzzResolveAbsolute(f *testing.F) {
+	base := f.TempDir()
+	for _, d := range []string{"allowed/a", "mapped/ck/job/shared"} {
+		os.MkdirAll(filepath.Join(base, d), 0o755)
+	}
+	for _, s := range []string{"mem:/r/job/chk-7/x", "mem:/r/job/shared/a", "mem:/r/job/taskowned/b", "mem:/r/job/shared/../chk-6/x",
+		"s3://prod/ck/job/shared/x", "s3://prod/ck/job/chk-7/%2e%2e/x", "mem:/r/job/chk-7//x", "file:" + base + "/allowed/a/b",
+		base + "/allowedx/a", "file://" + base + "/mapped/x", "s3://prod/ckx/a", "/etc/passwd"} {
+		f.Add(s)
+	}
+	sp := &Savepoint{Store: s3.NewMem(), Dir: "r/job/chk-7", MetadataKey: "r/job/chk-7/" + MetadataName, Meta: &Metadata{}}
+	o := OpenOptions{AllowRoots: []string{base + "/allowed"}, Map: []PathMap{{From: "s3://prod/ck", To: base + "/mapped"}}}
+	if err := sp.setPolicy(context.Background(), o); err != nil {
+		f.Fatal(err)
+	}
+	roots := []string{"mem:/r/job/chk-7/", "mem:/r/job/shared/", "mem:/r/job/taskowned/", "file:" + base + "/allowed/", "file:" + base + "/mapped/"}
+	f.Fuzz(func(t *testing.T, p string) {
+		loc, err := sp.Resolve(&StreamHandle{Tag: TagFile, Path: p, Size: 1})
+		if err != nil {
+			if !errors.Is(err, ErrPath) && !s3.IsNotExist(err) {
+				t.Fatalf("%q: %v is neither ErrPath nor a missing directory", p, err)
+			}
+			return
+		}
+		for _, seg := range strings.Split(loc.Key, "/") {
+			if seg == ".." || seg == "." || seg == "" {
+				t.Fatalf("%q resolved to key %q", p, loc.Key)
+			}
+		}
+		u, ok := sp.URI(loc), false
+		for _, r := range roots {
+			ok = ok || strings.HasPrefix(u, r)
+		}
+		if !ok {
+			t.Fatalf("%q resolved to %s, outside every root", p, u)
+		}
+	})
+}

@@ -31,7 +31,7 @@ import (
 // chain overrides where it is more specific.
 var (
 	// usageErrs: the command line asked for something impossible.
-	usageErrs = []error{keygroups.ErrParallelism, s3.ErrBadKey, rescale.ErrExists}
+	usageErrs = []error{keygroups.ErrParallelism, s3.ErrBadKey, rescale.ErrExists, rescale.ErrOptions}
 	// unsupportedErrs: valid input using a feature sfstate does not read.
 	unsupportedErrs = []error{savepoint.ErrUnsupported, serde.ErrUnsupported, serde.ErrUnknownSnapshot,
 		rescale.ErrUnsupported, savepoint.ErrNativeLayout}

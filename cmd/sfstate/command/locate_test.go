@@ -305,3 +305,25 @@ func TestLocateOverS3(t *testing.T) {
 		t.Fatalf("ls s3: %v, want %s", paths, want)
 	}
 }
+
+// TestRescaleParallelismNoOperatorFits: a parallelism no keyed operator
+// allows is a usage error and leaves no output directory.
+func TestRescaleParallelismNoOperatorFits(t *testing.T) {
+	src := fixtureSavepoint(t, "flink1.20-rocksdb-canonical-valuestate-timers")
+	dst := filepath.Join(t.TempDir(), "out")
+	_, errOut, code := run(t, "rescale", "-p", "1000", "--out", dst, src)
+	if code != ExitUsage || !strings.Contains(errOut, "allows parallelism 1000") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if _, err := os.Stat(dst); !os.IsNotExist(err) {
+		t.Fatalf("output directory left behind: %v", err)
+	}
+	for _, args := range [][]string{
+		{"rescale", "-p", "2", "--operator-parallelism", "x", "--out", dst, src},
+		{"rescale", "-p", "2", "--operator-parallelism", "no-such-op=2", "--out", dst, src},
+	} {
+		if _, errOut, code := run(t, args...); code != ExitUsage {
+			t.Errorf("%v: exit %d: %s", args, code, errOut)
+		}
+	}
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 
@@ -139,10 +141,17 @@ func runRescale(c *cli.Context) error {
 	if strings.TrimSuffix(sp.DirURI(), "/") == snapshotURI(dstLoc) {
 		return Failf(ExitUsage, "--out must differ from the source %s (the source is never modified)", sp.DirURI())
 	}
-	if err := someOperatorTakes(sp, p, c.Int("max-parallelism"), len(perP) > 0); err != nil {
-		return err
-	}
 	opts := s3.OpenOptions{S3: s3Options(c), Create: true}
+	if dstLoc.Scheme == "file" {
+		if _, err := os.Stat(dstLoc.Dir); os.IsNotExist(err) {
+			// Created below; a failed run leaves no empty directory.
+			defer func() {
+				if _, err := os.Stat(filepath.Join(dstLoc.Dir, savepoint.MetadataName)); os.IsNotExist(err) {
+					_ = os.Remove(dstLoc.Dir) // only when empty
+				}
+			}()
+		}
+	}
 	dst, err := s3.OpenLocation(ctx, dstLoc, opts)
 	if err != nil {
 		return Fail(ExitIO, err)
@@ -241,33 +250,10 @@ func rescaleExit(ctx context.Context, err error) int {
 	switch {
 	case ctx.Err() != nil:
 		return ExitIO
-	case errors.Is(err, rescale.ErrUnsupported), errors.Is(err, rescale.ErrExists):
+	case errors.Is(err, rescale.ErrUnsupported), errors.Is(err, rescale.ErrExists), errors.Is(err, rescale.ErrOptions):
 		return ExitUsage
 	}
 	return ExitIO
 }
 
 func rescaleBytes(n int64) string { return progress.Human(float64(n), "B") }
-
-// someOperatorTakes refuses a job-wide --parallelism that no operator with
-// keyed state can take (every max parallelism below it, none given per
-// operator): such a run would change nothing.
-func someOperatorTakes(sp *savepoint.Savepoint, p, newMaxP int, perOperator bool) error {
-	largest, keyed := 0, false
-	for _, op := range sp.Meta.Operators {
-		for _, st := range op.Subtasks {
-			if st.ManagedKeyed != nil || st.RawKeyed != nil {
-				keyed = true
-			}
-		}
-		m := int(op.MaxParallelism)
-		if newMaxP > 0 && m != 1 {
-			m = newMaxP
-		}
-		largest = max(largest, m)
-	}
-	if perOperator || !keyed || p <= largest {
-		return nil
-	}
-	return Failf(ExitUsage, "--parallelism %d: no operator allows it (the largest max parallelism is %d); raise it with --max-parallelism", p, largest)
-}
