@@ -95,7 +95,7 @@ func TestGCRemovesOnlyOldScratch(t *testing.T) {
 	mk(s3.ScratchPrefix+"fresh/f", time.Now())              // too young
 	mk(s3.ScratchPrefix+"pub/_metadata", old)               // holds _metadata
 	mk("sfstate-bench-x/f", old)                            // other prefix
-	mk("other/"+s3.ScratchPrefix+"migrate-9/work/sst", old) // nested: goes
+	mk("other/"+s3.ScratchPrefix+"migrate-9/scratch/sst", old) // nested: goes
 	// Directories changed when their entries were made: age everything
 	// but the fresh tree.
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
