@@ -104,7 +104,7 @@ func runConvert(c *cli.Context) error {
 		if errors.Is(err, convert.ErrNoRocksDB) {
 			return Fail(ExitUsage, err)
 		}
-		return Fail(rescaleExit(ctx, err), err)
+		return Fail(ExitIO, err) // ExitCode classifies by the error
 	}
 	w := c.App.Writer
 	if g.JSON {

@@ -88,13 +88,13 @@ func TestGCRemovesOnlyOldScratch(t *testing.T) {
 		os.Chtimes(filepath.Dir(full), age, age)
 		return full
 	}
-	mk(s3.ScratchPrefix+"verify-1/a/b", old)                // old scratch dir: goes
-	mk("sp/."+s3.ScratchPrefix+"123", old)                  // old unfinished write: goes
-	mk("sp/_metadata", old)                                 // not scratch
-	mk("sp/keyed-0", old)                                   // not scratch
-	mk(s3.ScratchPrefix+"fresh/f", time.Now())              // too young
-	mk(s3.ScratchPrefix+"pub/_metadata", old)               // holds _metadata
-	mk("sfstate-bench-x/f", old)                            // other prefix
+	mk(s3.ScratchPrefix+"verify-1/a/b", old)                   // old scratch dir: goes
+	mk("sp/."+s3.ScratchPrefix+"123", old)                     // old unfinished write: goes
+	mk("sp/_metadata", old)                                    // not scratch
+	mk("sp/keyed-0", old)                                      // not scratch
+	mk(s3.ScratchPrefix+"fresh/f", time.Now())                 // too young
+	mk(s3.ScratchPrefix+"pub/_metadata", old)                  // holds _metadata
+	mk("sfstate-bench-x/f", old)                               // other prefix
 	mk("other/"+s3.ScratchPrefix+"migrate-9/scratch/sst", old) // nested: goes
 	// Directories changed when their entries were made: age everything
 	// but the fresh tree.

@@ -1,8 +1,6 @@
 package command
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -101,7 +99,7 @@ func runRescale(c *cli.Context) error {
 	if p > keygroups.MaxParallelismLimit {
 		return Failf(ExitUsage, "--parallelism %d exceeds Flink's limit of %d", p, keygroups.MaxParallelismLimit)
 	}
-	if m := c.Int("max-parallelism"); c.IsSet("max-parallelism") && (m < 1 || m > 1<<15 || m < p) {
+	if m := c.Int("max-parallelism"); c.IsSet("max-parallelism") && (m < 1 || m > keygroups.MaxParallelismLimit || m < p) {
 		return Failf(ExitUsage, "--max-parallelism %d must be in [parallelism, 32768]", m)
 	}
 	g := GlobalsFrom(c)
@@ -177,7 +175,7 @@ func runRescale(c *cli.Context) error {
 	res, err := rescale.Run(ctx, req)
 	bar.Done()
 	if err != nil {
-		return Fail(rescaleExit(ctx, err), err)
+		return Fail(ExitIO, err) // ExitCode classifies by the error (usage, unsupported, interrupted)
 	}
 	w := c.App.Writer
 	if g.JSON {
@@ -244,16 +242,6 @@ func prefixOf(p string) string {
 		return ""
 	}
 	return p + "/"
-}
-
-func rescaleExit(ctx context.Context, err error) int {
-	switch {
-	case ctx.Err() != nil:
-		return ExitIO
-	case errors.Is(err, rescale.ErrUnsupported), errors.Is(err, rescale.ErrExists), errors.Is(err, rescale.ErrOptions):
-		return ExitUsage
-	}
-	return ExitIO
 }
 
 func rescaleBytes(n int64) string { return progress.Human(float64(n), "B") }
