@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/sfstate/sfstate/engine/canonical"
-	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/canonical"
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/internal/progress"
 	"github.com/sfstate/sfstate/internal/testutil"
 	"github.com/sfstate/sfstate/recordstore"

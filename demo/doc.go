@@ -10,14 +10,14 @@
 //     a MIN/MAX-with-retraction multiset, a Top-1 and an inner join of
 //     auctions with bids in recordstore's bucket layout. Processing time
 //     spans 30 h ending at the run, so part of the TTL state has expired;
-//  2. a native checkpoint (engine/checkpoint) and a canonical savepoint
-//     (engine/canonical) of the job;
+//  2. a native checkpoint (checkpoint) and a canonical savepoint
+//     (canonical) of the job;
 //  3. `sfstate inspect` on both, with the HTML report;
 //  4. `sfstate migrate` of the checkpoint's join state to the record
 //     layout, with rows, sums of counts, association counts and the hash
 //     of (row, count, timestamp) per side before and after;
 //  5. `sfstate rescale -p 3`, then a restore of the three new subtasks
-//     through the plan (engine/rescale) and a checkpoint at 3, with the
+//     through the plan (checkpoint.RestorePlanned) and a checkpoint at 3, with the
 //     bytes moved next to what a full-download restore would move;
 //  6. `sfstate verify` of that checkpoint into rocksdb and heap at 3 and
 //     back at 2 with the TTL, against the original checkpoint, and of the

@@ -10,9 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
-	enginerescale "github.com/sfstate/sfstate/engine/rescale"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/migrate"
 	"github.com/sfstate/sfstate/rescale"
@@ -182,7 +181,7 @@ func (r *runner) stepRescale() error {
 	t0 := time.Now()
 	bar := r.bar("restoring at 3", int64(plan.NewParallelism), "")
 	for i := 0; i < plan.NewParallelism; i++ {
-		be, s, err := enginerescale.Restore(r.ctx, st, plan, i, filepath.Join(r.tmp, fmt.Sprintf("p3-%d", i)), false,
+		be, s, err := checkpoint.RestorePlanned(r.ctx, st, plan, i, filepath.Join(r.tmp, fmt.Sprintf("p3-%d", i)), false,
 			checkpoint.RestoreOptions{Rocks: engine.RocksOptions{Clock: clock}})
 		if err != nil {
 			bar.Done()

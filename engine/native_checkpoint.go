@@ -18,7 +18,7 @@ import (
 	"github.com/linxGnu/grocksdb"
 )
 
-// Hooks for native checkpoints (package engine/checkpoint): a RocksDB
+// Hooks for native checkpoints (package package checkpoint): a RocksDB
 // checkpoint of a running backend (hard links), the live SST files of a
 // RocksDB directory with key ranges and sequence numbers, and a RocksDB
 // directory built from a subset of a checkpoint's SST files.

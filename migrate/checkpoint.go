@@ -20,8 +20,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"

@@ -25,7 +25,7 @@
 //
 // # Native checkpoints (cgo)
 //
-// Checkpoint migrates a native checkpoint (package engine/checkpoint) from
+// Checkpoint migrates a native checkpoint (package checkpoint) from
 // one store to another. Per subtask (Options.Parallel at once):
 //
 //  1. the subtask's files are fetched and checked against the manifest's

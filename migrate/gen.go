@@ -12,8 +12,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"

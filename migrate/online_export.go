@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sfstate/sfstate/canonical"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/canonical"
 	"github.com/sfstate/sfstate/recordstore"
 )
 

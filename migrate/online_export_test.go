@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sfstate/sfstate/canonical"
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/canonical"
-	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/engine/rowcodec"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/recordstore"

@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/internal/testutil"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"

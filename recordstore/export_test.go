@@ -8,7 +8,7 @@ import (
 )
 
 // Test helpers for the external test package (recordstore_test), whose
-// tests import packages that import recordstore (engine/checkpoint).
+// tests import packages that import recordstore (checkpoint).
 
 // TestModel is the reference join model.
 type TestModel struct{ r *refJoin }

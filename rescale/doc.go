@@ -67,7 +67,7 @@
 // key groups of every SST file, Run also writes PlanName: per new subtask
 // the instances it restores from and only the SST files overlapping its
 // range, with the bytes needed, the bytes of whole handles and the bytes of
-// files straddling the range boundary (engine/rescale restores from it).
+// files straddling the range boundary (checkpoint.RestorePlanned restores from it).
 //
 // # Conversion
 //

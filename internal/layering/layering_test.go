@@ -65,11 +65,10 @@ var layers = map[string]int{
 
 	"recordstore": layerState,
 
-	"engine/canonical":  layerServices,
-	"engine/checkpoint": layerServices,
+	"canonical":  layerServices,
+	"checkpoint": layerServices,
 
 	"migrate":        layerTools,
-	"engine/rescale": layerTools,
 	"verify/restore": layerTools,
 
 	"demo":               layerHarness,
@@ -78,7 +77,13 @@ var layers = map[string]int{
 	"cmd/...": layerCommands,
 }
 
-// cgoRoot is the only directory whose files may use cgo or RocksDB.
+// cgoRoot is the only directory whose files may use cgo or RocksDB. It is
+// also sealed: its packages import, of the module, only each other, the
+// base layer and Flink's binary formats (the codecs layer: the engine keeps
+// values in Flink's encodings and describes its states with Flink's
+// serializer snapshots), so that nothing about savepoint files, S3 or the
+// tools leaks into it. The services that put engine state into checkpoints
+// and savepoints live above it, in checkpoint/ and canonical/.
 const cgoRoot = "engine"
 
 // rocksdbModule is RocksDB's Go binding; cgoPackage is cgo's pseudo-package.
@@ -250,6 +255,9 @@ func violations(t *testing.T, root, module string) []string {
 				bad(im.pos, "library package %s imports %s (only tests and the harness and command layers may)", f.pkg, testSupport)
 			}
 			to, ok := layerOf(dep)
+			if inEngine && !under(dep, cgoRoot) && (!ok || to > layerCodecs) {
+				bad(im.pos, "%s imports %s: %s/ is sealed (only its own packages, the base and the codecs layers)", f.pkg, dep, cgoRoot)
+			}
 			if known && ok && to > from {
 				bad(im.pos, "%s (layer %s) imports %s of the higher layer %s", f.pkg, layerNames[from], dep, layerNames[to])
 			}
@@ -294,8 +302,13 @@ func TestLayeringCatches(t *testing.T) {
 	write("internal/testutil/t.go", "package testutil\n")
 	write("newpkg/n.go", "package newpkg\n")
 	write("engine/testdata/bad.go", "package bad\n\n"+cgoImport+"\n")
+	write("engine/rowcodec/s.go", "package rowcodec\n\nimport (\n\t_ \"example.com/m/keygroups\"\n\t_ \"example.com/m/savepoint/keyed\"\n)\n")
+	write("engine/s.go", "package engine\n\nimport (\n\t_ \"example.com/m/savepoint/flinkwrite\"\n\t_ \"example.com/m/s3\"\n\t_ \"example.com/m/checkpoint\"\n)\n")
 	got := violations(t, root, "example.com/m")
 	want := []string{
+		"engine/rowcodec/s.go:5: engine/rowcodec (layer base) imports savepoint/keyed of the higher layer codecs",
+		"engine/s.go:6: engine (layer engine) imports checkpoint of the higher layer services",
+		"engine/s.go:6: engine imports checkpoint: engine/ is sealed (only its own packages, the base and the codecs layers)",
 		"keygroups/k.go:3: keygroups (layer base) imports engine of the higher layer engine",
 		"migrate/m.go:3: " + rocksdbModule + " imported outside engine/ (use the engine's native API)",
 		"migrate/shim.h: C/assembly source outside engine/",
@@ -325,7 +338,7 @@ func TestLayerTable(t *testing.T) {
 	if l, ok := layerOf("cmd/sfstate/command"); !ok || l != layerCommands {
 		t.Error("cmd/... does not cover cmd/sfstate/command")
 	}
-	if l, ok := layerOf("engine/checkpoint"); !ok || l != layerServices {
-		t.Error("engine/checkpoint is not in the services layer")
+	if l, ok := layerOf("checkpoint"); !ok || l != layerServices {
+		t.Error("checkpoint is not in the services layer")
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sfstate/sfstate/engine/canonical"
+	"github.com/sfstate/sfstate/canonical"
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/verify"

@@ -12,8 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
@@ -22,7 +22,7 @@ import (
 )
 
 // VerifyNative verifies a native checkpoint of the engine (package
-// engine/checkpoint): checkpoint id in store st (the store root holding
+// checkpoint): checkpoint id in store st (the store root holding
 // shared/ and chk-<id>/). The source digest is read from a restore at the
 // checkpoint's own parallelism into RocksDB; every target restores the key
 // groups of each of its subtasks (checkpoint.Restore, the partial SST

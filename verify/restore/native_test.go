@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/verify"
 )

@@ -15,8 +15,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/sfstate/sfstate/canonical"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/canonical"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/verify"

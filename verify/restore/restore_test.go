@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sfstate/sfstate/engine/canonical"
+	"github.com/sfstate/sfstate/canonical"
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -333,7 +333,7 @@ func TestFixtures(t *testing.T) {
 				rescaled = max(1, p-1)
 			}
 			// RocksDB rescaled and the heap at the savepoint's parallelism
-			// (the other combinations are covered by engine/canonical).
+			// (the other combinations are covered by canonical).
 			tg := []verify.Target{{Backend: "rocksdb", Parallelism: rescaled}, {Backend: "heap"}}
 			r, err := verify.Run(ctx, sp, verify.Options{Targets: tg, Restorer: &Restorer{}, TempDir: t.TempDir()})
 			switch {

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sfstate/sfstate/engine/canonical"
+	"github.com/sfstate/sfstate/canonical"
 	"github.com/sfstate/sfstate/engine/rowcodec"
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/s3"

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sfstate/sfstate/canonical"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/canonical"
 	"github.com/sfstate/sfstate/internal/testutil"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"

@@ -3,8 +3,8 @@
 package command
 
 import (
-	"github.com/sfstate/sfstate/engine/canonical"
-	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/canonical"
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine/rowcodec"
 	"github.com/sfstate/sfstate/internal/bench/joinbench"
 	"github.com/sfstate/sfstate/migrate"

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/verify/restore"
 )

@@ -15,8 +15,8 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/internal/progress"
 	"github.com/sfstate/sfstate/migrate"
 	"github.com/sfstate/sfstate/s3"

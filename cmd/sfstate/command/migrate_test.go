@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/migrate"
 	"github.com/sfstate/sfstate/recordstore"

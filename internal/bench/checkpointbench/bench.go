@@ -1,4 +1,4 @@
-// Package checkpointbench measures native checkpoints (engine/checkpoint)
+// Package checkpointbench measures native checkpoints (checkpoint)
 // against a local S3 server: snapshot, incremental upload and restore
 // against plain uploads and downloads of the same bytes, and canonical
 // savepoint export and import of the same state (sfstate bench checkpoint).
@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/internal/testutil"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"

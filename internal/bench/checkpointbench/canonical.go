@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sfstate/sfstate/canonical"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/canonical"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 )

@@ -9,8 +9,8 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 )

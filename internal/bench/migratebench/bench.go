@@ -15,7 +15,7 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/sfstate/sfstate/engine/checkpoint"
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/internal/bench/proc"
 	"github.com/sfstate/sfstate/internal/testutil"
 	"github.com/sfstate/sfstate/migrate"

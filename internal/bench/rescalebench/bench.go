@@ -1,5 +1,5 @@
 // Package rescalebench measures rescaled restores of native checkpoints
-// (engine/rescale) through a local S3 server behind a latency and
+// (checkpoint.RestorePlanned) through a local S3 server behind a latency and
 // bandwidth proxy, against restoring every overlapping handle whole as
 // Flink does (sfstate bench rescale).
 package rescalebench
@@ -16,9 +16,8 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
-	enginerescale "github.com/sfstate/sfstate/engine/rescale"
 	"github.com/sfstate/sfstate/internal/bench/fillstate"
 	"github.com/sfstate/sfstate/internal/testutil"
 	"github.com/sfstate/sfstate/keygroups"
@@ -220,7 +219,7 @@ func RunBench(ctx context.Context, cfg BenchConfig) (*BenchReport, error) {
 	inner := make([]engine.Backend, len(restored))
 	for i, b := range restored {
 		inner[i] = b
-		if l, ok := b.(*enginerescale.Lazy); ok {
+		if l, ok := b.(*checkpoint.Lazy); ok {
 			inner[i] = l.Inner() // all local: WaitLocal returned
 		}
 	}
@@ -310,14 +309,14 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 		}
 		return px.RemoveToxic(ctx, "cap")
 	}
-	run := func(whole bool, sub string) (time.Duration, int64, []engine.Backend, []*enginerescale.Stats, error) {
+	run := func(whole bool, sub string) (time.Duration, int64, []engine.Backend, []*checkpoint.PlannedStats, error) {
 		if err := capOn(); err != nil {
 			return 0, 0, nil, nil, err
 		}
 		defer capOff()
 		before := counters.BytesRead()
 		bs := make([]engine.Backend, newP)
-		sts := make([]*enginerescale.Stats, newP)
+		sts := make([]*checkpoint.PlannedStats, newP)
 		var mu sync.Mutex
 		start := time.Now()
 		g, gctx := errgroup.WithContext(ctx)
@@ -327,7 +326,7 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 				if whole {
 					par = cfg.BaselineParallel
 				}
-				b, s, err := enginerescale.Restore(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), whole, checkpoint.RestoreOptions{Parallel: max(1, par), KeyGroupFiles: true})
+				b, s, err := checkpoint.RestorePlanned(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), whole, checkpoint.RestoreOptions{Parallel: max(1, par), KeyGroupFiles: true})
 				if err != nil {
 					return err
 				}
@@ -347,13 +346,13 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 	}
 	// runLazy restores every new subtask lazily: ready is when all are
 	// open, local when all have adopted their files.
-	runLazy := func(sub string, reuse bool) (ready, local time.Duration, n int64, ls []*enginerescale.Lazy, err error) {
+	runLazy := func(sub string, reuse bool) (ready, local time.Duration, n int64, ls []*checkpoint.Lazy, err error) {
 		if err := capOn(); err != nil {
 			return 0, 0, 0, nil, err
 		}
 		defer capOff()
 		before := counters.BytesRead()
-		ls = make([]*enginerescale.Lazy, newP)
+		ls = make([]*checkpoint.Lazy, newP)
 		closeLazy := func() {
 			for _, l := range ls {
 				if l != nil {
@@ -371,11 +370,11 @@ func benchDirection(ctx context.Context, cfg BenchConfig, logf func(string, ...a
 				// uncompressed files and runs while later files
 				// download), so fewer streams only lengthen the
 				// download; a waiting read pauses new bulk downloads.
-				o := enginerescale.LazyOptions{Parallel: cfg.Parallel, KeyGroupFiles: true}
+				o := checkpoint.LazyOptions{Parallel: cfg.Parallel, KeyGroupFiles: true}
 				if reuse && i < len(prevDirs) {
 					o.ReuseDirs = []string{prevDirs[i]}
 				}
-				l, err := enginerescale.RestoreLazy(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), o)
+				l, err := checkpoint.RestoreLazy(gctx, st, plan, i, filepath.Join(dir, sub, fmt.Sprint(i)), o)
 				if err != nil {
 					return err
 				}

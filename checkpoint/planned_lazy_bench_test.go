@@ -1,8 +1,9 @@
-package rescale
+package checkpoint_test
 
 import (
 	"context"
 	"fmt"
+	"github.com/sfstate/sfstate/checkpoint"
 	"path/filepath"
 	"testing"
 
@@ -28,7 +29,7 @@ func BenchmarkLazyAdopt(b *testing.B) {
 	plan := planFor(b, store, 1)
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		lz, err := RestoreLazy(ctx, store, plan, 0, filepath.Join(root, fmt.Sprint("r", i)), LazyOptions{KeyGroupFiles: true, Adopters: 2})
+		lz, err := checkpoint.RestoreLazy(ctx, store, plan, 0, filepath.Join(root, fmt.Sprint("r", i)), checkpoint.LazyOptions{KeyGroupFiles: true, Adopters: 2})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,24 +1,24 @@
-// Package rescale restores engine subtasks from a native rescale plan
-// (package rescale's PlanName beside a rescaled `_metadata`): each new
-// subtask fetches only the SST files whose key groups overlap its range —
-// in parallel ranged reads — and clips what lies outside. It wraps
-// engine/checkpoint.Restore, checks the plan against the checkpoint's own
-// manifest, and reports the boundary waste.
-package rescale
+package checkpoint
+
+// Restoring from a native rescale plan (package rescale's PlanName beside a
+// rescaled `_metadata`): each new subtask fetches only the SST files whose
+// key groups overlap its range — in parallel ranged reads — and clips what
+// lies outside. RestorePlanned wraps Restore, checks the plan against the
+// checkpoint's own manifest, and reports the boundary waste; RestoreLazy
+// (planned_lazy.go) opens the subtask before its files are local.
 
 import (
 	"context"
 	"fmt"
 
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/rescale"
 	"github.com/sfstate/sfstate/s3"
 )
 
-// Stats describes one new subtask's restore.
-type Stats struct {
-	checkpoint.RestoreStats
+// PlannedStats describes one new subtask's restore.
+type PlannedStats struct {
+	RestoreStats
 	// PlannedBytes are the SST bytes the plan lists for the subtask;
 	// BoundaryBytes those of files that also hold key groups of other
 	// subtasks (fetched, then partly clipped away); WholeBytes what
@@ -26,16 +26,16 @@ type Stats struct {
 	PlannedBytes, BoundaryBytes, WholeBytes int64
 }
 
-// Restore rebuilds new subtask i of plan from the checkpoint store st (the
+// RestorePlanned rebuilds new subtask i of plan from the checkpoint store st (the
 // store the engine's Checkpointer wrote) into dir. With whole set every
 // file of every overlapping handle is downloaded instead (Flink's way; the
 // baseline of the benchmark).
-func Restore(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i int, dir string, whole bool, opts checkpoint.RestoreOptions) (engine.Backend, *Stats, error) {
+func RestorePlanned(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i int, dir string, whole bool, opts RestoreOptions) (engine.Backend, *PlannedStats, error) {
 	if plan == nil || i < 0 || i >= len(plan.Subtasks) {
 		return nil, nil, fmt.Errorf("rescale restore: no subtask %d in the plan", i)
 	}
 	ps := plan.Subtasks[i]
-	m, err := checkpoint.ReadManifest(ctx, st, plan.CheckpointID)
+	m, err := ReadManifest(ctx, st, plan.CheckpointID)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -44,9 +44,9 @@ func Restore(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i int
 			plan.MaxParallelism, plan.OldParallelism, plan.CheckpointID, m.MaxParallelism, len(m.Subtasks))
 	}
 	opts.WholeHandles = whole
-	b, rs, err := checkpoint.Restore(ctx, st, plan.CheckpointID, engine.KeyGroupRange{Start: ps.StartKeyGroup, End: ps.EndKeyGroup}, dir, opts)
+	b, rs, err := Restore(ctx, st, plan.CheckpointID, engine.KeyGroupRange{Start: ps.StartKeyGroup, End: ps.EndKeyGroup}, dir, opts)
 	if err != nil {
 		return nil, nil, err
 	}
-	return b, &Stats{RestoreStats: *rs, PlannedBytes: ps.NeededBytes, BoundaryBytes: ps.BoundaryBytes, WholeBytes: ps.WholeBytes}, nil
+	return b, &PlannedStats{RestoreStats: *rs, PlannedBytes: ps.NeededBytes, BoundaryBytes: ps.BoundaryBytes, WholeBytes: ps.WholeBytes}, nil
 }

@@ -1,4 +1,4 @@
-package rescale
+package checkpoint
 
 import (
 	"context"

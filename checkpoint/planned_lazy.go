@@ -1,4 +1,4 @@
-package rescale
+package checkpoint
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/rescale"
 	"github.com/sfstate/sfstate/s3"
 )
@@ -77,7 +76,7 @@ type LazyStats struct {
 	// Units, Files and Bytes: what the subtask adopts.
 	Units, Files int
 	Bytes        int64
-	// PlannedBytes and WholeBytes from the plan (see Stats).
+	// PlannedBytes and WholeBytes from the plan (see PlannedStats).
 	PlannedBytes, WholeBytes int64
 	// Ready is the time until RestoreLazy returned; AllLocal until the
 	// last unit was ingested (0 while adoption runs).
@@ -162,13 +161,13 @@ type unit struct {
 
 // part is one old subtask's files of a unit.
 type part struct {
-	sub   *checkpoint.Subtask
-	files []checkpoint.SSTEntry
+	sub   *Subtask
+	files []SSTEntry
 }
 
 type lazyFile struct {
-	obj  checkpoint.Object // Name is the local name
-	orig string            // the name in the old subtask's directory
+	obj  Object // Name is the local name
+	orig string // the name in the old subtask's directory
 }
 
 // RestoreLazy restores new subtask i of plan from st into dir (which must
@@ -182,7 +181,7 @@ func RestoreLazy(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i
 		return nil, fmt.Errorf("rescale restore: no subtask %d in the plan", i)
 	}
 	ps := plan.Subtasks[i]
-	m, err := checkpoint.ReadManifest(ctx, st, plan.CheckpointID)
+	m, err := ReadManifest(ctx, st, plan.CheckpointID)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +280,7 @@ func RestoreLazy(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i
 	return l, nil
 }
 
-func manifestStates(m *checkpoint.Manifest) ([]engine.StateDesc, error) {
+func manifestStates(m *Manifest) ([]engine.StateDesc, error) {
 	var out []engine.StateDesc
 	for _, s := range m.States {
 		var kind engine.Kind
@@ -304,11 +303,11 @@ func manifestStates(m *checkpoint.Manifest) ([]engine.StateDesc, error) {
 // planUnits groups the SST files of m that may hold key groups of rng into
 // units (connected components of overlapping key-group ranges cut to rng),
 // in key-group order.
-func planUnits(m *checkpoint.Manifest, rng engine.KeyGroupRange, states []engine.StateDesc) ([]*unit, error) {
+func planUnits(m *Manifest, rng engine.KeyGroupRange, states []engine.StateDesc) ([]*unit, error) {
 	covered := 0
 	type ref struct {
-		sub    *checkpoint.Subtask
-		f      checkpoint.SSTEntry
+		sub    *Subtask
+		f      SSTEntry
 		lo, hi int
 	}
 	var refs []ref
@@ -378,7 +377,7 @@ func planUnits(m *checkpoint.Manifest, rng engine.KeyGroupRange, states []engine
 	return units, nil
 }
 
-func localName(s *checkpoint.Subtask, f checkpoint.SSTEntry) string {
+func localName(s *Subtask, f SSTEntry) string {
 	return fmt.Sprintf("s%d-%s", s.Index, f.Name)
 }
 
@@ -464,12 +463,12 @@ func (l *Lazy) downloader(prioOnly bool, id int) {
 		dst := filepath.Join(l.work, "files", f.obj.Name)
 		reused := l.reuse(f, dst)
 		if !reused {
-			fetch := checkpoint.FetchObject
+			fetch := FetchObject
 			if prioOnly {
 				// A waiting access: more, smaller ranges in flight, to
 				// take a larger share of a link the bulk downloads fill.
-				fetch = func(ctx context.Context, st s3.Storage, o checkpoint.Object, dst string) error {
-					return checkpoint.FetchObjectRanged(ctx, st, o, dst, 2<<20, 8)
+				fetch = func(ctx context.Context, st s3.Storage, o Object, dst string) error {
+					return FetchObjectRanged(ctx, st, o, dst, 2<<20, 8)
 				}
 			}
 			if err := fetch(l.ctx, l.st, f.obj, dst); err != nil {
@@ -660,12 +659,12 @@ func (l *Lazy) adopt(batch []*unit) error {
 	// RocksDB instance's files with their own sequence numbers, and only
 	// the key groups that subtask owned are taken from it.
 	type group struct {
-		sub   *checkpoint.Subtask
+		sub   *Subtask
 		units []*unit
 		files []engine.SSTFile
 	}
 	var groups []*group
-	bySub := map[*checkpoint.Subtask]*group{}
+	bySub := map[*Subtask]*group{}
 	for _, u := range batch {
 		for _, p := range u.parts {
 			g := bySub[p.sub]
@@ -854,7 +853,7 @@ func (l *Lazy) waitKeys(keys [][]byte) error {
 }
 
 func (l *Lazy) unitFor(key []byte) *unit {
-	kg := checkpoint.KeyGroupOf(key, l.layout.Width(), true)
+	kg := KeyGroupOf(key, l.layout.Width(), true)
 	r := l.layout.Range
 	if !r.Contains(kg) {
 		return nil
@@ -998,14 +997,14 @@ func (l *Lazy) MultiGetStates(sts []int, keys [][]byte, fn func(i int, val []byt
 // may belong to.
 func (l *Lazy) boundsGroups(lower, upper []byte) (int, int) {
 	w := l.layout.Width()
-	lo := checkpoint.KeyGroupOf(lower, w, true)
+	lo := KeyGroupOf(lower, w, true)
 	if upper == nil {
 		return lo, 1<<(8*w) - 1
 	}
 	if len(upper) < w {
 		return lo, 1<<(8*w) - 1 // (never written by the engine) conservative
 	}
-	hi := checkpoint.KeyGroupOf(upper, w, false)
+	hi := KeyGroupOf(upper, w, false)
 	if len(upper) == w {
 		hi-- // upper is the prefix of its key group, which is excluded
 	}

@@ -1,10 +1,11 @@
-package rescale
+package checkpoint_test
 
 import (
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"github.com/sfstate/sfstate/checkpoint"
 	"io"
 	"math/rand"
 	"os"
@@ -16,7 +17,6 @@ import (
 	"time"
 
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/rescale"
 	"github.com/sfstate/sfstate/s3"
@@ -229,8 +229,8 @@ func TestLazyRestoreProperty(t *testing.T) {
 				}
 			}()
 			for i := 0; i < newP; i++ {
-				lz, err := RestoreLazy(context.Background(), store, plan, i, filepath.Join(root, fmt.Sprint("new-", i)),
-					LazyOptions{Parallel: 1 + rng.Intn(4), KeyGroupFiles: true, BatchBytes: batchBytes(rng)})
+				lz, err := checkpoint.RestoreLazy(context.Background(), store, plan, i, filepath.Join(root, fmt.Sprint("new-", i)),
+					checkpoint.LazyOptions{Parallel: 1 + rng.Intn(4), KeyGroupFiles: true, BatchBytes: batchBytes(rng)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -378,7 +378,7 @@ func TestLazyRestoreCloseAndErrors(t *testing.T) {
 		store := &slowStore{Storage: local, delay: 20 * time.Millisecond}
 		plan := planFor(t, store, 3)
 		base = runtime.NumGoroutine()
-		lz, err := RestoreLazy(context.Background(), store, plan, 0, filepath.Join(root, "c"), LazyOptions{Parallel: 2, BatchBytes: 1})
+		lz, err := checkpoint.RestoreLazy(context.Background(), store, plan, 0, filepath.Join(root, "c"), checkpoint.LazyOptions{Parallel: 2, BatchBytes: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -403,22 +403,22 @@ func TestLazyRestoreCloseAndErrors(t *testing.T) {
 		store := &slowStore{Storage: local, failAfter: 2}
 		plan := planFor(t, store, 1)
 		base = runtime.NumGoroutine()
-		lz, err := RestoreLazy(context.Background(), store, plan, 0, filepath.Join(root, "e"), LazyOptions{Parallel: 3, BatchBytes: 1})
+		lz, err := checkpoint.RestoreLazy(context.Background(), store, plan, 0, filepath.Join(root, "e"), checkpoint.LazyOptions{Parallel: 3, BatchBytes: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		err = lz.WaitLocal(context.Background())
-		if !errors.Is(err, ErrAdoption) || !errors.Is(err, errInjected) {
+		if !errors.Is(err, checkpoint.ErrAdoption) || !errors.Is(err, errInjected) {
 			t.Fatalf("WaitLocal: %v, want the injected failure", err)
 		}
 		// A scan of everything needs units that were never adopted.
-		if err := lz.Scan(0, nil, nil, func(k, v []byte) bool { return true }); !errors.Is(err, ErrAdoption) {
+		if err := lz.Scan(0, nil, nil, func(k, v []byte) bool { return true }); !errors.Is(err, checkpoint.ErrAdoption) {
 			t.Errorf("Scan after failure: %v", err)
 		}
 		bt := lz.NewBatch()
 		lo, _ := lz.Layout().RangeBounds(lz.Layout().Range.End, lz.Layout().Range.End)
 		bt.Put(0, append(lo, 'x'), []byte("v"))
-		if err := bt.Commit(); !errors.Is(err, ErrAdoption) {
+		if err := bt.Commit(); !errors.Is(err, checkpoint.ErrAdoption) {
 			t.Errorf("Commit after failure: %v", err)
 		}
 		bt.Close()
@@ -444,7 +444,7 @@ func TestLazyRestoreReadyBeforeLocal(t *testing.T) {
 	want := randomCheckpoint(t, rng, root, local, 128, 1, 1, false)
 	store := &slowStore{Storage: local, delay: 15 * time.Millisecond}
 	plan := planFor(t, store, 1)
-	lz, err := RestoreLazy(context.Background(), store, plan, 0, filepath.Join(root, "r"), LazyOptions{Parallel: 1, KeyGroupFiles: true})
+	lz, err := checkpoint.RestoreLazy(context.Background(), store, plan, 0, filepath.Join(root, "r"), checkpoint.LazyOptions{Parallel: 1, KeyGroupFiles: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,7 +512,7 @@ func TestLazyRestoreReuse(t *testing.T) {
 		if i > 0 {
 			reuse = []string{twin}
 		}
-		lz, err := RestoreLazy(context.Background(), local, plan, i, filepath.Join(root, fmt.Sprint("n", i)), LazyOptions{Parallel: 2, ReuseDirs: reuse})
+		lz, err := checkpoint.RestoreLazy(context.Background(), local, plan, i, filepath.Join(root, fmt.Sprint("n", i)), checkpoint.LazyOptions{Parallel: 2, ReuseDirs: reuse})
 		if err != nil {
 			t.Fatal(err)
 		}

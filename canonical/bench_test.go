@@ -22,7 +22,7 @@ import (
 // window values (genFill). SFSTATE_CANONICAL_BENCH_KEYS sets the number of
 // keys (default 100000; 1000000 for the full-size figure).
 //
-//	go test ./engine/canonical -run '^$' -bench . -benchtime 3x
+//	go test ./canonical -run '^$' -bench . -benchtime 3x
 
 var benchState struct {
 	once    sync.Once

@@ -8,7 +8,7 @@ import (
 )
 
 // Hooks for restores that adopt a checkpoint's files one by one into a
-// backend that is already open (package engine/rescale's lazy restore).
+// backend that is already open (RestoreLazy).
 
 // FetchObject downloads o from st into dst (which must not exist), in
 // parallel ranged reads when o is large, and verifies its size and

@@ -1,15 +1,15 @@
-package rescale
+package checkpoint_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
+	"github.com/sfstate/sfstate/checkpoint"
 	"path/filepath"
 	"testing"
 
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 )
@@ -98,7 +98,7 @@ func TestLazyRestoreListOperands(t *testing.T) {
 	plan := planFor(t, store, newP)
 	seen := 0
 	for i := 0; i < newP; i++ {
-		lz, err := RestoreLazy(ctx, store, plan, i, filepath.Join(root, fmt.Sprint("new-", i)), LazyOptions{KeyGroupFiles: true})
+		lz, err := checkpoint.RestoreLazy(ctx, store, plan, i, filepath.Join(root, fmt.Sprint("new-", i)), checkpoint.LazyOptions{KeyGroupFiles: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,13 +1,13 @@
-package rescale
+package checkpoint_test
 
 import (
 	"context"
 	"fmt"
+	"github.com/sfstate/sfstate/checkpoint"
 	"math/rand"
 	"path/filepath"
 	"testing"
 
-	"github.com/sfstate/sfstate/engine/checkpoint"
 	"github.com/sfstate/sfstate/internal/bench/fillstate"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/rescale"
@@ -53,7 +53,7 @@ func TestRestoreFromPlan(t *testing.T) {
 			seen := map[string]int{}
 			for i := 0; i < newP; i++ {
 				r := keygroups.RangeForSubtask(maxP, newP, i)
-				b, st, err := Restore(ctx, store, plan, i, filepath.Join(root, fmt.Sprint("r", i)), false, checkpoint.RestoreOptions{KeyGroupFiles: true})
+				b, st, err := checkpoint.RestorePlanned(ctx, store, plan, i, filepath.Join(root, fmt.Sprint("r", i)), false, checkpoint.RestoreOptions{KeyGroupFiles: true})
 				if err != nil {
 					t.Fatal(err)
 				}
