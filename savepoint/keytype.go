@@ -2,35 +2,26 @@ package savepoint
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
-// ParseKeyType turns a key type as the keygroups command spells it into the
-// snapshot of the serializer Flink uses for such keys, for decoding keys
-// whose serializer a savepoint does not record (changelog state-change
-// logs):
-//
-//	int, bigint, smallint, tinyint, boolean, float, double, string
-//	    (and the aliases integer, long, short, byte, bool): the Java
-//	    primitive-wrapper serializers of DataStream keys
-//	tuple<T, ...>: TupleSerializer of TupleN of those (DataStream keyBy
-//	    on field positions)
-//	row<T, ...>: RowDataSerializer of a SQL key row, with the field types
-//	    keygroups.ParseRowType knows
+// ParseKeyType turns a key type as the keygroups command spells it
+// (keygroups.ParseKeySpec) into the snapshot of the serializer Flink uses
+// for such keys, for decoding keys whose serializer a savepoint does not
+// record (changelog state-change logs): the Java primitive-wrapper
+// serializers of DataStream keys, TupleSerializer of a TupleN of those
+// (keyBy on field positions), RowDataSerializer of a SQL key row.
 func ParseKeyType(spec string) (*serde.Snapshot, error) {
-	s := strings.TrimSpace(spec)
-	low := strings.ToLower(s)
+	ks, err := keygroups.ParseKeySpec(spec)
+	if err != nil {
+		return nil, err
+	}
 	switch {
-	case strings.HasPrefix(low, "row"):
-		types, err := keygroups.ParseRowType(s)
-		if err != nil {
-			return nil, err
-		}
+	case ks.Row != nil:
 		snap := &serde.Snapshot{Class: serde.ClassRowData, OuterVersion: -1}
-		for i, t := range types {
+		for i, t := range ks.Row {
 			lt, err := logicalTypeOf(t)
 			if err != nil {
 				return nil, fmt.Errorf("field %d: %w", i, err)
@@ -38,51 +29,26 @@ func ParseKeyType(spec string) (*serde.Snapshot, error) {
 			snap.Types = append(snap.Types, lt)
 		}
 		return snap, nil
-	case strings.HasPrefix(low, "tuple"):
-		rest := strings.TrimSpace(s[len("tuple"):])
-		if !strings.HasPrefix(rest, "<") || !strings.HasSuffix(rest, ">") || strings.TrimSpace(rest[1:len(rest)-1]) == "" {
-			return nil, fmt.Errorf("malformed tuple type %q (want tuple<type, ...>)", spec)
-		}
-		fields := keygroups.SplitTopLevel(rest[1 : len(rest)-1])
-		if len(fields) > 25 {
-			return nil, fmt.Errorf("tuple of %d fields: Flink tuples have at most 25", len(fields))
-		}
-		snap := &serde.Snapshot{Class: serde.ClassTuple, OuterVersion: -1, TupleClass: fmt.Sprintf("org.apache.flink.api.java.tuple.Tuple%d", len(fields))}
-		for _, f := range fields {
-			c, ok := javaScalarClass(f)
-			if !ok {
-				return nil, fmt.Errorf("tuple field type %q: want int, bigint, smallint, tinyint, boolean, float, double or string", f)
-			}
-			snap.Nested = append(snap.Nested, &serde.Snapshot{Class: c, OuterVersion: -1})
+	case ks.Tuple != nil:
+		snap := &serde.Snapshot{Class: serde.ClassTuple, OuterVersion: -1, TupleClass: fmt.Sprintf("org.apache.flink.api.java.tuple.Tuple%d", len(ks.Tuple))}
+		for _, k := range ks.Tuple {
+			snap.Nested = append(snap.Nested, &serde.Snapshot{Class: javaClass[k], OuterVersion: -1})
 		}
 		return snap, nil
 	}
-	if c, ok := javaScalarClass(s); ok {
-		return &serde.Snapshot{Class: c, OuterVersion: -1}, nil
-	}
-	return nil, fmt.Errorf("unknown key type %q (want int, bigint, smallint, tinyint, boolean, float, double, string, tuple<...> or row<...>)", spec)
+	return &serde.Snapshot{Class: javaClass[ks.Java], OuterVersion: -1}, nil
 }
 
-func javaScalarClass(name string) (string, bool) {
-	switch strings.ToLower(strings.TrimSpace(name)) {
-	case "int", "integer":
-		return serde.ClassInt, true
-	case "bigint", "long":
-		return serde.ClassLong, true
-	case "smallint", "short":
-		return serde.ClassShort, true
-	case "tinyint", "byte":
-		return serde.ClassByte, true
-	case "boolean", "bool":
-		return serde.ClassBoolean, true
-	case "float":
-		return serde.ClassFloat, true
-	case "double":
-		return serde.ClassDouble, true
-	case "string":
-		return serde.ClassString, true
-	}
-	return "", false
+// javaClass is the serializer of each Java key class.
+var javaClass = map[keygroups.JavaKind]string{
+	keygroups.JavaInt:     serde.ClassInt,
+	keygroups.JavaLong:    serde.ClassLong,
+	keygroups.JavaShort:   serde.ClassShort,
+	keygroups.JavaByte:    serde.ClassByte,
+	keygroups.JavaBoolean: serde.ClassBoolean,
+	keygroups.JavaFloat:   serde.ClassFloat,
+	keygroups.JavaDouble:  serde.ClassDouble,
+	keygroups.JavaString:  serde.ClassString,
 }
 
 // logicalTypeOf is the nullable SQL logical type of a key row field.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"unicode/utf16"
 
 	"github.com/sfstate/sfstate/keygroups"
 )
@@ -20,25 +19,10 @@ const listDelimiter = ','
 // AppendStringValue appends s as Flink's StringSerializer writes a Java
 // String (StringValue.writeString): varint(len+1), then each UTF-16 code
 // unit as a varint. The string must be valid UTF-8.
-func AppendStringValue(b []byte, s string) []byte {
-	units := utf16.Encode([]rune(s))
-	b = appendCharVarint(b, uint32(len(units))+1)
-	for _, u := range units {
-		b = appendCharVarint(b, uint32(u))
-	}
-	return b
-}
+func AppendStringValue(b []byte, s string) []byte { return keygroups.AppendStringValue(b, s) }
 
 // AppendNullStringValue appends the null String (one 0x00 byte).
 func AppendNullStringValue(b []byte) []byte { return append(b, 0) }
-
-func appendCharVarint(b []byte, v uint32) []byte {
-	for v >= 0x80 {
-		b = append(b, byte(v)|0x80)
-		v >>= 7
-	}
-	return append(b, byte(v))
-}
 
 // AppendStringData appends s as StringDataSerializer writes it: i32 byte
 // length then the UTF-8 bytes.

@@ -2,17 +2,15 @@ package command
 
 import (
 	"bufio"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
+	"github.com/sfstate/sfstate/internal/bench/keygroupsbench"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/urfave/cli/v2"
 )
@@ -100,169 +98,6 @@ new subtasks read its state.`,
 	})
 }
 
-// keyParser turns one command-line key into a hashable key and its
-// serialized form (without the key-group prefix).
-type keyParser func(text string) (keygroups.Key, []byte, error)
-
-// javaScalar parses DataStream key classes.
-func javaScalar(name string) (keyParser, bool) {
-	be := binary.BigEndian
-	switch strings.ToLower(strings.TrimSpace(name)) {
-	case "int", "integer":
-		return func(s string) (keygroups.Key, []byte, error) {
-			v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 32)
-			return keygroups.Int(v), be.AppendUint32(nil, uint32(v)), err
-		}, true
-	case "bigint", "long":
-		return func(s string) (keygroups.Key, []byte, error) {
-			v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
-			return keygroups.Long(v), be.AppendUint64(nil, uint64(v)), err
-		}, true
-	case "smallint", "short":
-		return func(s string) (keygroups.Key, []byte, error) {
-			v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 16)
-			return keygroups.Short(v), be.AppendUint16(nil, uint16(v)), err
-		}, true
-	case "tinyint", "byte":
-		return func(s string) (keygroups.Key, []byte, error) {
-			v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 8)
-			return keygroups.Byte(v), []byte{byte(v)}, err
-		}, true
-	case "boolean", "bool":
-		return func(s string) (keygroups.Key, []byte, error) {
-			v, err := strconv.ParseBool(strings.TrimSpace(s))
-			b := byte(0)
-			if v {
-				b = 1
-			}
-			return keygroups.Boolean(v), []byte{b}, err
-		}, true
-	case "float":
-		return func(s string) (keygroups.Key, []byte, error) {
-			v, err := strconv.ParseFloat(strings.TrimSpace(s), 32)
-			return keygroups.Float(v), be.AppendUint32(nil, math.Float32bits(float32(v))), err
-		}, true
-	case "double":
-		return func(s string) (keygroups.Key, []byte, error) {
-			v, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-			return keygroups.Double(v), be.AppendUint64(nil, math.Float64bits(v)), err
-		}, true
-	case "string":
-		return func(s string) (keygroups.Key, []byte, error) {
-			return keygroups.String(s), javaStringValue(s), nil
-		}, true
-	}
-	return nil, false
-}
-
-// javaStringValue is StringSerializer's encoding (StringValue.writeString):
-// length+1 then each UTF-16 unit, all as 7-bit varints.
-func javaStringValue(s string) []byte {
-	var units []uint16
-	for _, r := range s {
-		if r >= 0x10000 {
-			r -= 0x10000
-			units = append(units, uint16(0xd800+(r>>10)), uint16(0xdc00+(r&0x3ff)))
-			continue
-		}
-		units = append(units, uint16(r))
-	}
-	out := binary.AppendUvarint(nil, uint64(len(units)+1))
-	for _, u := range units {
-		out = binary.AppendUvarint(out, uint64(u))
-	}
-	return out
-}
-
-// parseKeyType builds the parser for a --key-type value.
-func parseKeyType(spec string) (keyParser, error) {
-	s := strings.TrimSpace(spec)
-	low := strings.ToLower(s)
-	switch {
-	case strings.HasPrefix(low, "row"):
-		types, err := keygroups.ParseRowType(s)
-		if err != nil {
-			return nil, err
-		}
-		b, err := keygroups.NewRowBuilder(types)
-		if err != nil {
-			return nil, err
-		}
-		return func(text string) (keygroups.Key, []byte, error) {
-			fields, err := splitKeyFields(text, len(types))
-			if err != nil {
-				return nil, nil, err
-			}
-			vals := make([]any, len(types))
-			for i, f := range fields {
-				if f.IsNull() {
-					continue
-				}
-				if vals[i], err = keygroups.ParseValue(types[i], f.Text); err != nil {
-					return nil, nil, fmt.Errorf("field %d: %w", i, err)
-				}
-			}
-			row, err := b.Build(vals)
-			if err != nil {
-				return nil, nil, err
-			}
-			ser := binary.BigEndian.AppendUint32(nil, uint32(len(row)))
-			return keygroups.Row(row), append(ser, row...), nil
-		}, nil
-	case strings.HasPrefix(low, "tuple"):
-		rest := strings.TrimSpace(s[len("tuple"):])
-		if !strings.HasPrefix(rest, "<") || !strings.HasSuffix(rest, ">") || strings.TrimSpace(rest[1:len(rest)-1]) == "" {
-			return nil, fmt.Errorf("malformed tuple type %q (want tuple<type, ...>)", spec)
-		}
-		var parts []keyParser
-		for _, name := range keygroups.SplitTopLevel(rest[1 : len(rest)-1]) {
-			p, ok := javaScalar(name)
-			if !ok {
-				return nil, fmt.Errorf("tuple field type %q: want int, bigint, smallint, tinyint, boolean, float, double or string", name)
-			}
-			parts = append(parts, p)
-		}
-		if len(parts) > 25 {
-			return nil, fmt.Errorf("tuple of %d fields: Flink tuples have at most 25", len(parts))
-		}
-		return func(text string) (keygroups.Key, []byte, error) {
-			fields, err := splitKeyFields(text, len(parts))
-			if err != nil {
-				return nil, nil, err
-			}
-			tup := make(keygroups.Tuple, len(parts))
-			var ser []byte
-			for i, f := range fields {
-				if f.IsNull() {
-					return nil, nil, fmt.Errorf("field %d: tuple fields cannot be null", i)
-				}
-				k, b, err := parts[i](f.Text)
-				if err != nil {
-					return nil, nil, fmt.Errorf("field %d: %w", i, err)
-				}
-				tup[i] = k
-				ser = append(ser, b...)
-			}
-			return tup, ser, nil
-		}, nil
-	}
-	if p, ok := javaScalar(s); ok {
-		return p, nil
-	}
-	return nil, fmt.Errorf("unknown key type %q (want int, bigint, smallint, tinyint, boolean, float, double, string, tuple<...> or row<...>)", spec)
-}
-
-func splitKeyFields(text string, n int) ([]keygroups.Field, error) {
-	fields, err := keygroups.SplitFields(text)
-	if err != nil {
-		return nil, err
-	}
-	if len(fields) != n {
-		return nil, fmt.Errorf("%d fields, key type has %d (quote fields that contain commas)", len(fields), n)
-	}
-	return fields, nil
-}
-
 type assignedKey struct {
 	Key      string `json:"key"`
 	Hash     int32  `json:"hash"`
@@ -294,7 +129,7 @@ func runKeygroupsAssign(c *cli.Context) error {
 	if c.NArg() == 0 {
 		return Failf(ExitUsage, "keygroups assign: no keys given (usage: sfstate keygroups assign [flags] KEY... | -)")
 	}
-	parse, err := parseKeyType(c.String("key-type"))
+	spec, err := keygroups.ParseKeySpec(c.String("key-type"))
 	if err != nil {
 		return Fail(ExitUsage, fmt.Errorf("--key-type: %w", err))
 	}
@@ -307,7 +142,7 @@ func runKeygroupsAssign(c *cli.Context) error {
 	rep := assignReport{MaxParallelism: m, Parallelism: p, KeyType: c.String("key-type")}
 	width := keygroups.PrefixWidth(m)
 	for _, arg := range keys {
-		k, ser, err := parse(arg)
+		k, ser, err := spec.Parse(arg)
 		if err != nil {
 			return Fail(ExitUsage, fmt.Errorf("key %q: %w", arg, err))
 		}
@@ -487,17 +322,6 @@ func init() {
 	})
 }
 
-type kgBenchResult struct {
-	Workload    string  `json:"workload"`
-	Keys        int     `json:"keys"`
-	NsPerKey    float64 `json:"nsPerKey"`
-	MKeysPerS   float64 `json:"mKeysPerSec"`
-	RowBytes    int     `json:"rowBytes,omitempty"`
-	MBPerS      float64 `json:"mbPerSec,omitempty"`
-	Checksum    int     `json:"checksum"`
-	MaxParallel int     `json:"maxParallelism"`
-}
-
 func runBenchKeygroups(c *cli.Context) error {
 	g := GlobalsFrom(c)
 	n := 5_000_000
@@ -509,105 +333,15 @@ func runBenchKeygroups(c *cli.Context) error {
 	} else if c.IsSet("keys") {
 		return Failf(ExitUsage, "bench keygroups: --keys must be positive")
 	}
-	const maxP = 128
-	strs := make([]string, 1024)
-	for i := range strs {
-		strs[i] = fmt.Sprintf("customer-%07d", i)
-	}
-	rowOf := func(types []keygroups.FieldType, vals ...any) []byte {
-		row, err := keygroups.BuildRow(types, vals)
-		if err != nil {
-			panic(err) // fixed inputs above; cannot fail
-		}
-		return row
-	}
-	row56 := rowOf([]keygroups.FieldType{keygroups.TypeBigInt, keygroups.TypeString, keygroups.TypeTimestamp(3), keygroups.TypeDecimal(10, 2)},
-		int64(7), "customer-0000001", keygroups.Timestamp{Millis: 1602288035000}, int64(12345))
-	row272 := rowOf([]keygroups.FieldType{keygroups.TypeString}, strings.Repeat("y", 256))
-	bigintRow, _ := keygroups.NewRowBuilder([]keygroups.FieldType{keygroups.TypeBigInt})
-	strRow, _ := keygroups.NewRowBuilder([]keygroups.FieldType{keygroups.TypeInt, keygroups.TypeString})
-
-	type workload struct {
-		name     string
-		rowBytes int
-		run      func(n int) int
-	}
-	workloads := []workload{
-		{"java Long", 0, func(n int) int {
-			s := 0
-			for i := range n {
-				s += keygroups.KeyGroupFor(keygroups.HashLong(int64(i)), maxP)
-			}
-			return s
-		}},
-		{"java String (16 chars)", 0, func(n int) int {
-			s := 0
-			for i := range n {
-				s += keygroups.KeyGroupFor(keygroups.HashString(strs[i&1023]), maxP)
-			}
-			return s
-		}},
-		{"Tuple1<Long>", 0, func(n int) int {
-			s := 0
-			for i := range n {
-				s += keygroups.Assign(keygroups.Tuple{keygroups.Long(int64(i))}, maxP)
-			}
-			return s
-		}},
-		{"SQL row<bigint> build+hash", 16, func(n int) int {
-			s, buf, vals := 0, []byte(nil), []any{int64(0)}
-			for i := range n {
-				vals[0] = int64(i)
-				buf, _ = bigintRow.Append(buf[:0], vals)
-				s += keygroups.KeyGroupFor(keygroups.HashRow(buf), maxP)
-			}
-			return s
-		}},
-		{"SQL row<int,string> build+hash", 40, func(n int) int {
-			s, buf, vals := 0, []byte(nil), []any{int32(0), ""}
-			for i := range n {
-				vals[0], vals[1] = int32(i), strs[i&1023]
-				buf, _ = strRow.Append(buf[:0], vals)
-				s += keygroups.KeyGroupFor(keygroups.HashRow(buf), maxP)
-			}
-			return s
-		}},
-		{"SQL row hash only", len(row56), func(n int) int {
-			s := 0
-			for range n {
-				s += keygroups.KeyGroupFor(keygroups.HashRow(row56), maxP)
-			}
-			return s
-		}},
-		{"SQL row hash only", len(row272), func(n int) int {
-			s := 0
-			for range n {
-				s += keygroups.KeyGroupFor(keygroups.HashRow(row272), maxP)
-			}
-			return s
-		}},
-	}
-	var res []kgBenchResult
-	for _, wl := range workloads {
-		wl.run(min(n, 10_000)) // warm up
-		start := time.Now()
-		sum := wl.run(n)
-		el := time.Since(start)
-		r := kgBenchResult{Workload: wl.name, Keys: n, RowBytes: wl.rowBytes, Checksum: sum, MaxParallel: maxP}
-		r.NsPerKey = float64(el.Nanoseconds()) / float64(n)
-		if el > 0 {
-			r.MKeysPerS = float64(n) / el.Seconds() / 1e6
-			if wl.rowBytes > 0 {
-				r.MBPerS = float64(n*wl.rowBytes) / el.Seconds() / 1e6
-			}
-		}
-		res = append(res, r)
+	res, err := keygroupsbench.Run(n)
+	if err != nil {
+		return err
 	}
 	w := c.App.Writer
 	if g.JSON {
 		return kgWriteJSON(w, res)
 	}
-	fmt.Fprintf(w, "key-group assignment, max parallelism %d, %d keys per workload, 1 goroutine\n", maxP, n)
+	fmt.Fprintf(w, "key-group assignment, max parallelism %d, %d keys per workload, 1 goroutine\n", keygroupsbench.MaxParallelism, n)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "workload\trow bytes\tns/key\tMkeys/s\tMB/s\t")
 	for _, r := range res {
