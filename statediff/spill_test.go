@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -252,10 +253,17 @@ func TestDiffSpillRemovedOnErrorAndCancel(t *testing.T) {
 	}
 }
 
-// BenchmarkDiffHugeKeyGroup compares two savepoints with 200,000 entries
-// in one key group, in memory and with a 1 MiB budget (spilling).
+// BenchmarkDiffHugeKeyGroup compares two savepoints with 500,000 entries
+// in one key group (SFSTATE_DIFF_BENCH_KEYS overrides), in memory and with
+// a 16 MiB budget (spilling). Run one sub-benchmark per process to read
+// its peak RSS:
+//
+//	go test ./statediff -run x -bench 'HugeKeyGroup/spill' -benchtime 3x
 func BenchmarkDiffHugeKeyGroup(b *testing.B) {
-	const n = 200000
+	n := 500000
+	if v, err := strconv.Atoi(os.Getenv("SFSTATE_DIFF_BENCH_KEYS")); err == nil && v > 0 {
+		n = v
+	}
 	da, db := genPair(b, n)
 	open := func(dir string) *savepoint.Savepoint {
 		st, _ := s3.NewLocal(dir)
@@ -269,19 +277,24 @@ func BenchmarkDiffHugeKeyGroup(b *testing.B) {
 	for _, c := range []struct {
 		name   string
 		budget int64
-	}{{"memory", 1 << 30}, {"spill-1MiB", 1 << 20}} {
+	}{{"memory", 8 << 30}, {"spill-16MiB", 16 << 20}} {
 		b.Run(c.name, func(b *testing.B) {
-			var runs int
+			var r *Result
 			for i := 0; i < b.N; i++ {
-				r, err := Diff(context.Background(), sa, sb, Options{MemoryBytes: c.budget, TempDir: b.TempDir()})
+				var err error
+				r, err = Diff(context.Background(), sa, sb, Options{MemoryBytes: c.budget, TempDir: b.TempDir()})
 				if err != nil {
 					b.Fatal(err)
 				}
-				runs = r.SpilledRuns
 			}
-			// Entries read on both sides of the huge key group.
-			b.ReportMetric(float64(2*n+n/5)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
-			b.ReportMetric(float64(runs), "runs")
+			var entries int64
+			for _, s := range r.States {
+				entries += s.EntriesA + s.EntriesB
+			}
+			b.ReportMetric(float64(entries)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+			b.ReportMetric(float64(r.SpilledRuns), "runs")
+			b.ReportMetric(float64(r.SpilledBytes)/(1<<20), "spilled-MiB")
+			b.ReportMetric(float64(maxRSS())/(1<<20), "maxrss-MiB")
 		})
 	}
 }
