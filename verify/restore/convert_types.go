@@ -41,7 +41,8 @@ type ConvertResult struct {
 	// Files and Inline count the keyed streams written as files and inlined
 	// into `_metadata`; StreamBytes are their bytes, MetadataBytes those of
 	// `_metadata`.
-	Files, Inline int
+	Files         int   `json:"files"`
+	Inline        int   `json:"inline"`
 	StreamBytes   int64 `json:"streamBytes,string"`
 	MetadataBytes int64 `json:"metadataBytes,string"`
 	// BytesDownloaded is what the restores fetched from the checkpoint.

@@ -58,6 +58,11 @@ func TestConvertEngineCheckpointCLI(t *testing.T) {
 			t.Fatalf("diff with itself: exit %d", code)
 		}
 	}
+	js, errOut, code := run(t, "--json", "convert", job, "--to", "canonical", "--out", filepath.Join(t.TempDir(), "out"), "--temp-dir", tmp)
+	if code != ExitOK {
+		t.Fatalf("--json: exit %d: %s", code, errOut)
+	}
+	checkSchema(t, "convert-engine", "sfstate convert --json (native checkpoint of the engine)", js)
 	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
 		t.Fatalf("scratch left: %v", ents)
 	}
@@ -68,7 +73,7 @@ func TestConvertEngineCheckpointCLI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, errOut, code := run(t, "convert", filepath.Join(plain, checkpoint.Dir(id)), "--to", "canonical", "--out", filepath.Join(t.TempDir(), "out"))
+	_, errOut, code = run(t, "convert", filepath.Join(plain, checkpoint.Dir(id)), "--to", "canonical", "--out", filepath.Join(t.TempDir(), "out"))
 	if code != ExitUsage || !strings.Contains(errOut, "without a schema") {
 		t.Fatalf("checkpoint without schema: exit %d: %s", code, errOut)
 	}
