@@ -284,10 +284,11 @@ func (m *memIter) close() {}
 
 // runReader reads one run file.
 type runReader struct {
-	f    *os.File
+	f    io.Closer
 	r    *bufio.Reader
 	cur  *rec
 	name string
+	size int64 // bytes in the file: bounds every length read
 }
 
 func (rr *runReader) field(what string) ([]byte, error) {
@@ -295,7 +296,7 @@ func (rr *runReader) field(what string) ([]byte, error) {
 	if err != nil {
 		return nil, rr.bad(what, err)
 	}
-	if n > maxRecField {
+	if n > maxRecField || int64(n) > rr.size {
 		return nil, rr.bad(what, fmt.Errorf("length %d", n))
 	}
 	b := make([]byte, n)
@@ -342,8 +343,11 @@ func (rr *runReader) read() error {
 		return rr.bad("file index", err)
 	}
 	kg, err := binary.ReadUvarint(rr.r)
-	if err != nil || kg > 1<<20 || file > 1<<31 {
-		return rr.bad("key group", errors.Join(err, errors.New("out of range")))
+	if err != nil {
+		return rr.bad("key group", err)
+	}
+	if kg > 1<<20 || file > 1<<31 {
+		return rr.bad("key group", fmt.Errorf("key group %d or file index %d out of range", kg, file))
 	}
 	if r.offset, err = binary.ReadVarint(rr.r); err != nil {
 		return rr.bad("offset", err)
@@ -383,7 +387,13 @@ func (s *sorter) openMerge(names []string) (*mergeIter, error) {
 			m.close()
 			return nil, fmt.Errorf("statediff: spill: %w", err)
 		}
-		rr := &runReader{f: f, r: bufio.NewReaderSize(f, s.bufSize()), name: filepath.Base(n)}
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			m.close()
+			return nil, fmt.Errorf("statediff: spill: %w", err)
+		}
+		rr := &runReader{f: f, r: bufio.NewReaderSize(f, s.bufSize()), name: filepath.Base(n), size: fi.Size()}
 		m.all = append(m.all, rr)
 		if err := rr.read(); err != nil {
 			m.close()

@@ -1,9 +1,12 @@
 package statediff
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -297,4 +300,37 @@ func BenchmarkDiffHugeKeyGroup(b *testing.B) {
 			b.ReportMetric(float64(maxRSS())/(1<<20), "maxrss-MiB")
 		})
 	}
+}
+
+// FuzzSpillRun reads arbitrary bytes as a run file: records or a one-line
+// error naming the file, never a panic or a huge allocation.
+func FuzzSpillRun(f *testing.F) {
+	var run []byte
+	for i, r := range []*rec{
+		{state: "counts", id: []byte{1, 2}, val: []byte{3}, ttl: []byte{0, 0, 0, 0, 0, 0, 0, 9}, js: Entry(`{"k":1}`), file: 0, kg: 5, offset: 100, bpos: -1},
+		{state: "counts", id: []byte{1, 3}, js: Entry(`{}`), kg: 127, offset: 1 << 40},
+	} {
+		run = appendRec(run, r)
+		if i == 0 {
+			f.Add(run)
+		}
+	}
+	f.Add(run)
+	f.Add(run[:len(run)-3])
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0x0f})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		rr := &runReader{f: io.NopCloser(nil), r: bufio.NewReader(bytes.NewReader(b)), name: "run-fuzz", size: int64(len(b))}
+		for n := 0; n <= len(b); n++ {
+			if err := rr.read(); err != nil {
+				if !strings.Contains(err.Error(), "run-fuzz") || strings.Contains(err.Error(), "\n") {
+					t.Fatalf("error %q", err)
+				}
+				return
+			}
+			if rr.cur == nil {
+				return
+			}
+		}
+		t.Fatal("more records than bytes")
+	})
 }
