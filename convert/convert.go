@@ -45,8 +45,11 @@
 // skipped, and the operator's note says how many.
 //
 // The engine's own native checkpoints (sfstate-engine layout, recognised by
-// their manifest) hold engine-encoded keys and values, not Flink's; they are
-// refused with rescale.ErrUnsupported.
+// their manifest) hold engine-encoded keys and values, not Flink's, so this
+// package refuses them with rescale.ErrUnsupported: converting them means
+// restoring them into the engine and exporting through package canonical,
+// which sits above this layer. restore.ConvertNative (package
+// verify/restore) does that, and `sfstate convert` sends such sources there.
 //
 // Before anything is published the logical content of every rewritten
 // operator (per state: entry count, order-independent digest of the

@@ -11,13 +11,18 @@
 // compared in the canonical encoding of savepoint/digest (equal logical
 // values compare equal whatever bytes they were decoded from).
 //
-// Memory is bounded by comparing in passes: when an operator has the same
-// max parallelism on both sides, the per-key-group digests of
-// savepoint/digest are computed first and only key groups whose digests
-// differ are read again, a bounded number of key groups per pass; otherwise
-// each pass holds the entries whose identity hashes to one of P
-// partitions, P chosen from the operator's keyed bytes and
-// Options.MemoryBytes.
+// Each comparison is a sort-merge: both sides' entries are sorted by state
+// and identity and the two sorted streams are walked together once. When
+// an operator has the same max parallelism on both sides, the per-key-group
+// digests of savepoint/digest are computed first and only key groups whose
+// digests differ are read again, a bounded number of key groups per pass;
+// otherwise one pass reads every entry. Memory is bounded by
+// Options.MemoryBytes (half per side): entries beyond it are sorted into
+// runs spilled to a scratch directory (s3.ScratchPrefix + "diff-*" under
+// Options.TempDir) and read back through a k-way merge (see spill.go), so
+// one huge key group or a huge operator needs disk, not memory, and gives
+// the same result as in memory. The scratch directory is removed when
+// Diff returns, also on errors and cancellation.
 package statediff
 
 import (
@@ -26,24 +31,25 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"sort"
 
+	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/digest"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
-// DefaultMemoryBytes is the default budget of one comparison pass.
+// DefaultMemoryBytes is the default budget of the entries one comparison
+// holds in memory.
 const DefaultMemoryBytes = 256 << 20
 
 // kgPerPass bounds the key groups read again in one pass of the digest
 // path.
 const kgPerPass = 64
 
-// maxPasses bounds the hash partitions of one operator.
-const maxPasses = 4096
+// scratchPattern names the spill directory (os.MkdirTemp pattern).
+const scratchPattern = s3.ScratchPrefix + "diff-*"
 
 // Options configures Diff.
 type Options struct {
@@ -55,8 +61,13 @@ type Options struct {
 	Limit int
 	// IgnoreTTL leaves TTL-only changes out.
 	IgnoreTTL bool
-	// MemoryBytes bounds one pass (DefaultMemoryBytes when 0).
+	// MemoryBytes bounds the decoded entries held in memory, half per
+	// side (DefaultMemoryBytes when 0); beyond it sorted runs are spilled
+	// to disk.
 	MemoryBytes int64
+	// TempDir is where the spill directory is created ("" =
+	// os.TempDir()).
+	TempDir string
 	// NoDigest disables the digest fast path (tests compare both paths).
 	NoDigest bool
 }
@@ -70,6 +81,10 @@ type Result struct {
 	Incomplete bool         `json:"incomplete,omitempty"`
 	States     []*StateDiff `json:"states"`
 	Notes      []string     `json:"notes,omitempty"`
+	// SpilledBytes and SpilledRuns count the sorted runs written to disk
+	// (0 when everything fit into Options.MemoryBytes).
+	SpilledBytes int64 `json:"spilledBytes,omitempty,string"`
+	SpilledRuns  int   `json:"spilledRuns,omitempty"`
 }
 
 // StateDiff is the difference of one keyed state of one operator.
@@ -111,23 +126,17 @@ type Change struct {
 
 type stateKey struct{ op, state string }
 
-// rec is one entry held during a pass.
-type rec struct {
-	val, ttl []byte
-	js       Entry
-}
-
-type side struct {
-	sp      *savepoint.Savepoint
-	entries map[stateKey]map[string]*rec
-}
-
 // Diff compares the keyed state of a and b.
-func Diff(ctx context.Context, a, b *savepoint.Savepoint, o Options) (*Result, error) {
+func Diff(ctx context.Context, a, b *savepoint.Savepoint, o Options) (res *Result, err error) {
 	if o.MemoryBytes <= 0 {
 		o.MemoryBytes = DefaultMemoryBytes
 	}
-	d := &differ{ctx: ctx, a: a, b: b, o: o, seed: maphash.MakeSeed(), states: map[stateKey]*StateDiff{}}
+	d := &differ{ctx: ctx, a: a, b: b, o: o, states: map[stateKey]*StateDiff{}, scratch: &scratch{parent: o.TempDir}}
+	defer func() {
+		if rerr := d.scratch.remove(); rerr != nil && err == nil {
+			res, err = nil, fmt.Errorf("statediff: remove spill directory: %w", rerr)
+		}
+	}()
 	ops, err := d.operators()
 	if err != nil {
 		return nil, err
@@ -137,7 +146,7 @@ func Diff(ctx context.Context, a, b *savepoint.Savepoint, o Options) (*Result, e
 			return nil, err
 		}
 	}
-	res := &Result{Equal: true, Notes: d.notes, Incomplete: len(d.notes) > 0}
+	res = &Result{Equal: true, Notes: d.notes, Incomplete: len(d.notes) > 0, SpilledBytes: d.scratch.Bytes, SpilledRuns: d.scratch.Runs}
 	for _, s := range d.states {
 		res.States = append(res.States, s)
 		if s.Differs() {
@@ -155,13 +164,13 @@ func Diff(ctx context.Context, a, b *savepoint.Savepoint, o Options) (*Result, e
 }
 
 type differ struct {
-	ctx    context.Context
-	a, b   *savepoint.Savepoint
-	o      Options
-	seed   maphash.Seed
-	states map[stateKey]*StateDiff
-	notes  []string
-	sums   map[*savepoint.Savepoint]*savepoint.Summary
+	ctx     context.Context
+	a, b    *savepoint.Savepoint
+	o       Options
+	scratch *scratch
+	states  map[stateKey]*StateDiff
+	notes   []string
+	sums    map[*savepoint.Savepoint]*savepoint.Summary
 }
 
 // opPair is one operator id with its state on each side (nil = absent).
@@ -273,19 +282,8 @@ func (d *differ) operator(p opPair) error {
 	if p.a != nil && p.b != nil && p.a.MaxParallelism == p.b.MaxParallelism && !d.o.NoDigest {
 		return d.byKeyGroups(p)
 	}
-	// Decoded entries take a few times their serialized size.
-	need := 6 * (d.keyedBytes(d.a, p.a) + d.keyedBytes(d.b, p.b))
-	passes := int((need + d.o.MemoryBytes - 1) / d.o.MemoryBytes)
-	passes = max(1, min(passes, maxPasses))
-	for pass := 0; pass < passes; pass++ {
-		keep := func(kg int, id []byte) bool {
-			return passes == 1 || int(maphash.Bytes(d.seed, id)%uint64(passes)) == pass
-		}
-		if err := d.pass(p, 0, -1, keep); err != nil {
-			return err
-		}
-	}
-	return nil
+	// One pass over everything; the sorters spill what does not fit.
+	return d.pass(p, 0, -1, nil)
 }
 
 // byKeyGroups is the digest path: equal key groups are skipped, the others
@@ -302,7 +300,7 @@ func (d *differ) byKeyGroups(p opPair) error {
 	if len(da.Groups) == 0 && len(db.Groups) == 0 && (d.keyedBytes(d.a, p.a) > 0 || d.keyedBytes(d.b, p.b) > 0) {
 		// Nothing decoded although there is keyed data: a native layout
 		// the digest skipped; the entry walk reports it.
-		return d.pass(p, 0, -1, func(int, []byte) bool { return true })
+		return d.pass(p, 0, -1, nil)
 	}
 	type kgState struct{ equal, any bool }
 	kgs := map[int]*kgState{}
@@ -372,128 +370,160 @@ func (d *differ) pass(p opPair, from, to int, keep func(kg int, id []byte) bool)
 	return d.passCounted(p, from, to, keep, true)
 }
 
-// passCounted reads the entries keep selects from both sides and
-// compares them. count adds the entries read to EntriesA/EntriesB.
+// passCounted reads the entries keep selects (nil: all) from both sides,
+// sorts each side by state and identity (spilling sorted runs to disk
+// beyond half of Options.MemoryBytes per side) and compares the two
+// sorted streams in one merge. count adds the entries read to
+// EntriesA/EntriesB.
 func (d *differ) passCounted(p opPair, from, to int, keep func(kg int, id []byte) bool, count bool) error {
-	ea, err := d.collect(d.a, p.a, p.id, from, to, keep, count, true)
+	sa, err := d.collect(d.a, p.a, p.id, from, to, keep, count, true)
 	if err != nil {
 		return err
 	}
-	eb, err := d.collect(d.b, p.b, p.id, from, to, keep, count, false)
+	sb, err := d.collect(d.b, p.b, p.id, from, to, keep, count, false)
 	if err != nil {
 		return err
 	}
-	// Sorted identities keep the examples the same from run to run.
-	for _, k := range sortedKeys(ea) {
-		ma := ea[k]
-		sd := d.state(k.op, k.state)
-		mb := eb[k]
-		for _, id := range sortedIDs(ma) {
-			ra := ma[id]
-			rb, ok := mb[id]
-			if !ok {
-				sd.Removed++
-				if len(sd.RemovedExamples) < d.o.Limit {
-					sd.RemovedExamples = append(sd.RemovedExamples, ra.js)
-				}
-				continue
+	ia, err := sa.sorted()
+	if err != nil {
+		return err
+	}
+	defer ia.close()
+	ib, err := sb.sorted()
+	if err != nil {
+		return err
+	}
+	defer ib.close()
+	return d.merge(p.id, ia, ib, sa, sb)
+}
+
+// merge compares two sorted streams of one operator's entries. Both are
+// in (state, identity) order, so the examples come out in that order,
+// whether the streams were held in memory or merged from spilled runs.
+func (d *differ) merge(op string, ia, ib recIter, sa, sb *sorter) error {
+	var lastState string
+	var sd *StateDiff
+	stateOf := func(name string) *StateDiff {
+		if sd == nil || name != lastState {
+			sd, lastState = d.state(op, name), name
+		}
+		return sd
+	}
+	var prevA, prevB *rec
+	next := func(it recIter, s *sorter, prev **rec) (*rec, error) {
+		r, err := it.next()
+		if err != nil || r == nil {
+			return nil, err
+		}
+		if *prev != nil && recLess(*prev, r) == 0 {
+			return nil, &keyed.Error{File: s.files[r.file], KeyGroup: r.kg, Offset: r.offset, BlockPos: r.bpos,
+				Err: fmt.Errorf("state %q holds the same key twice", r.state)}
+		}
+		*prev = r
+		return r, nil
+	}
+	ra, err := next(ia, sa, &prevA)
+	if err != nil {
+		return err
+	}
+	rb, err := next(ib, sb, &prevB)
+	if err != nil {
+		return err
+	}
+	for n := 0; ra != nil || rb != nil; n++ {
+		if n%4096 == 0 {
+			if err := d.ctx.Err(); err != nil {
+				return err
 			}
+		}
+		c := 0
+		switch {
+		case ra == nil:
+			c = 1
+		case rb == nil:
+			c = -1
+		default:
+			c = recLess(ra, rb)
+		}
+		switch {
+		case c < 0:
+			s := stateOf(ra.state)
+			s.Removed++
+			if len(s.RemovedExamples) < d.o.Limit {
+				s.RemovedExamples = append(s.RemovedExamples, ra.js)
+			}
+		case c > 0:
+			s := stateOf(rb.state)
+			s.Added++
+			if len(s.AddedExamples) < d.o.Limit {
+				s.AddedExamples = append(s.AddedExamples, rb.js)
+			}
+		default:
+			s := stateOf(ra.state)
 			switch {
 			case !bytes.Equal(ra.val, rb.val):
-				sd.Changed++
-				if len(sd.ChangedExamples) < d.o.Limit {
-					sd.ChangedExamples = append(sd.ChangedExamples, Change{Before: ra.js, After: rb.js})
+				s.Changed++
+				if len(s.ChangedExamples) < d.o.Limit {
+					s.ChangedExamples = append(s.ChangedExamples, Change{Before: ra.js, After: rb.js})
 				}
 			case !d.o.IgnoreTTL && !bytes.Equal(ra.ttl, rb.ttl):
-				sd.TTLChanged++
-				if len(sd.TTLChangedExamples) < d.o.Limit {
-					sd.TTLChangedExamples = append(sd.TTLChangedExamples, Change{Before: ra.js, After: rb.js})
+				s.TTLChanged++
+				if len(s.TTLChangedExamples) < d.o.Limit {
+					s.TTLChangedExamples = append(s.TTLChangedExamples, Change{Before: ra.js, After: rb.js})
 				}
 			}
 		}
-	}
-	for _, k := range sortedKeys(eb) {
-		mb := eb[k]
-		sd := d.state(k.op, k.state)
-		ma := ea[k]
-		for _, id := range sortedIDs(mb) {
-			rb := mb[id]
-			if _, ok := ma[id]; ok {
-				continue
+		if c <= 0 {
+			if ra, err = next(ia, sa, &prevA); err != nil {
+				return err
 			}
-			sd.Added++
-			if len(sd.AddedExamples) < d.o.Limit {
-				sd.AddedExamples = append(sd.AddedExamples, rb.js)
+		}
+		if c >= 0 {
+			if rb, err = next(ib, sb, &prevB); err != nil {
+				return err
 			}
 		}
 	}
 	return nil
 }
 
-func sortedKeys(m map[stateKey]map[string]*rec) []stateKey {
-	out := make([]stateKey, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].op != out[j].op {
-			return out[i].op < out[j].op
-		}
-		return out[i].state < out[j].state
-	})
-	return out
-}
-
-func sortedIDs(m map[string]*rec) []string {
-	out := make([]string, 0, len(m))
-	for id := range m {
-		out = append(out, id)
-	}
-	sort.Strings(out)
-	return out
-}
-
-// collect reads the selected entries of op (nil: none) in one snapshot.
-func (d *differ) collect(sp *savepoint.Savepoint, op *savepoint.OperatorState, id string, from, to int, keep func(kg int, id []byte) bool, count, first bool) (map[stateKey]map[string]*rec, error) {
-	out := map[stateKey]map[string]*rec{}
+// collect reads the selected entries of op (nil: none) in one snapshot
+// into a sorter holding at most half of Options.MemoryBytes.
+func (d *differ) collect(sp *savepoint.Savepoint, op *savepoint.OperatorState, id string, from, to int, keep func(kg int, id []byte) bool, count, first bool) (*sorter, error) {
+	out := newSorter(d.scratch, d.o.MemoryBytes/2)
 	if op == nil {
 		return out, nil
 	}
 	so := savepoint.ScanOptions{Operator: id, State: d.o.State, KeyGroupFrom: from, KeyGroupTo: to, Mode: keyed.ModeDecode, ReuseValues: true}
 	var idb []byte
+	var lastName string
+	var sd *StateDiff
 	err := sp.WalkKeyed(d.ctx, so, func(e *savepoint.KeyedEntry) error {
 		idb = identity(idb[:0], e)
-		if !keep(e.KeyGroup, idb) {
+		if keep != nil && !keep(e.KeyGroup, idb) {
 			return nil
 		}
-		k := stateKey{id, e.State.Name}
-		m := out[k]
-		if m == nil {
-			m = map[string]*rec{}
-			out[k] = m
-		}
 		if count {
-			if first {
-				d.state(id, e.State.Name).EntriesA++
-			} else {
-				d.state(id, e.State.Name).EntriesB++
+			if sd == nil || e.State.Name != lastName {
+				sd, lastName = d.state(id, e.State.Name), e.State.Name
 			}
-		}
-		if _, dup := m[string(idb)]; dup {
-			return &keyed.Error{File: e.File, KeyGroup: e.KeyGroup, Offset: e.Offset, BlockPos: e.BlockPos,
-				Err: fmt.Errorf("state %q holds the same key twice", e.State.Name)}
+			if first {
+				sd.EntriesA++
+			} else {
+				sd.EntriesB++
+			}
 		}
 		val, ttl := valueOf(e)
 		js, err := EntryJSON(e)
 		if err != nil {
 			return err
 		}
-		m[string(idb)] = &rec{val: val, ttl: ttl, js: js}
-		return nil
+		return out.add(&rec{state: e.State.Name, id: bytes.Clone(idb), val: val, ttl: ttl, js: js,
+			file: out.fileIndex(e.File), kg: e.KeyGroup, offset: e.Offset, bpos: e.BlockPos})
 	})
 	if errors.Is(err, savepoint.ErrNativeLayout) {
 		d.notes = append(d.notes, fmt.Sprintf("operator %s in %s: keyed state in a native layout is not compared", id, sp.Name()))
-		return map[stateKey]map[string]*rec{}, nil
+		return newSorter(d.scratch, d.o.MemoryBytes/2), nil
 	}
 	return out, err
 }

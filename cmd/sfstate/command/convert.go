@@ -1,19 +1,28 @@
 package command
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"os/signal"
+	"path"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sfstate/sfstate/convert"
 	"github.com/sfstate/sfstate/internal/progress"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/verify/restore"
 	"github.com/urfave/cli/v2"
 )
+
+// convertEngine converts a native checkpoint of the engine (checkpoint id
+// in a store rooted where shared/ and chk-<id>/ live); set by
+// convert_cgo.go when the engine is built in, nil otherwise.
+var convertEngine func(ctx context.Context, st s3.Storage, id int64, dst s3.Storage, o restore.ConvertOptions) (*restore.ConvertResult, error)
 
 func init() {
 	Register(&cli.Command{
@@ -26,7 +35,12 @@ retained checkpoint of the hashmap backend (heap key-group layout, also heap
 savepoints of Flink before 1.13) or of the RocksDB backend (incremental or
 full native handles; needs a build with RocksDB support), or a job's
 checkpoint directory (the newest completed checkpoint; --checkpoint N picks
-one).
+one). SRC may also be a native checkpoint of sfstate's engine (.../chk-N
+with manifest.json beside _metadata; needs RocksDB support) taken with a
+schema, whose meta-state stream names the states' Flink serializers: every
+subtask is restored into a scratch RocksDB backend and exported in Flink's
+encodings (see below for the checks); a checkpoint taken without a schema
+(byte-array serializers) is refused.
 
 Every keyed operator keeps its parallelism and max parallelism and gets one
 canonical file per subtask (tag-7 handles) with the subtask's own keyed-state
@@ -38,11 +52,16 @@ own. The new _metadata records a savepoint of format CANONICAL.
 Before publishing, the decoded content of every rewritten operator is
 compared with SRC (per state: entry count and digest). SRC is never written;
 DST's data files are written first and its _metadata last, never replacing an
-existing one, so a failed or interrupted run leaves no _metadata.`,
+existing one, so a failed or interrupted run leaves no _metadata. For an
+engine checkpoint the entries per state and key group of the written
+savepoint, read back and decoded, are compared with the restored backends;
+scratch (restored backends, staged streams; sfstate-tmp-convert-* under
+--temp-dir) is removed in every case, and uploads of a failed run deleted.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "to", Usage: "target format: `canonical` (required)"},
 			&cli.StringFlag{Name: "out", Aliases: []string{"o"}, Usage: "destination directory or s3:// prefix (default: SRC-canonical)"},
 			&cli.IntFlag{Name: "concurrency", Value: 4, Usage: "files copied at once"},
+			&cli.StringFlag{Name: "temp-dir", Usage: "directory for scratch files (default: system temp)"},
 			allowRootFlag, mapFlag, checkpointFlag,
 		},
 		Action: runConvert,
@@ -82,9 +101,20 @@ func runConvert(c *cli.Context) error {
 	if snapshotURI(srcLoc) == snapshotURI(dstLoc) {
 		return Failf(ExitUsage, "--out must differ from the source (the source is never modified)")
 	}
+	if st, id, ok := nativeStore(c, arg); ok {
+		return runConvertEngine(c, ctx, st, id, dstLoc)
+	}
 	sp, err := openSavepointArg(ctx, c, arg)
 	if err != nil {
 		return err
+	}
+	if dir, _ := path.Split(sp.MetadataKey); dir != "" && !strings.Contains(strings.TrimSuffix(dir, "/"), "/") {
+		// The newest checkpoint of a job directory may be the engine's.
+		if id, ok := savepoint.CheckpointDirID(strings.TrimSuffix(dir, "/")); ok {
+			if _, err := sp.Store.Stat(ctx, dir+"manifest.json"); err == nil {
+				return runConvertEngine(c, ctx, sp.Store, id, dstLoc)
+			}
+		}
 	}
 	if strings.TrimSuffix(sp.DirURI(), "/") == snapshotURI(dstLoc) {
 		return Failf(ExitUsage, "--out must differ from the source %s (the source is never modified)", sp.DirURI())
@@ -93,7 +123,7 @@ func runConvert(c *cli.Context) error {
 	if err != nil {
 		return Fail(ExitIO, err)
 	}
-	req := convert.Request{Src: sp, Dst: dst, Concurrency: max(1, c.Int("concurrency"))}
+	req := convert.Request{Src: sp, Dst: dst, Concurrency: max(1, c.Int("concurrency")), TempDir: c.String("temp-dir")}
 	bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "converting", 0, "B")
 	if bar != nil {
 		req.Progress = bar
@@ -125,5 +155,46 @@ func runConvert(c *cli.Context) error {
 	if res.Verified {
 		fmt.Fprintf(w, "content verified before publishing: %d entries, per-state counts and digests equal\n", res.Entries)
 	}
+	return nil
+}
+
+// runConvertEngine converts engine checkpoint id of st to a canonical
+// savepoint at dstLoc.
+func runConvertEngine(c *cli.Context, ctx context.Context, st s3.Storage, id int64, dstLoc s3.Location) error {
+	if convertEngine == nil {
+		return Failf(ExitUsage, "%s/chk-%d is a native checkpoint of the engine; converting it needs a build with RocksDB support (cgo)", st, id)
+	}
+	g := GlobalsFrom(c)
+	dst, err := s3.OpenLocation(ctx, dstLoc, s3.OpenOptions{S3: s3Options(c), Create: true})
+	if err != nil {
+		return Fail(ExitIO, err)
+	}
+	o := restore.ConvertOptions{TempDir: c.String("temp-dir")}
+	bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "converting", 0, "B")
+	if bar != nil {
+		o.Progress = bar
+	}
+	res, err := convertEngine(ctx, st, id, dst, o)
+	bar.Done()
+	if err != nil {
+		if errors.Is(err, restore.ErrNoSchema) {
+			return Fail(ExitUsage, err)
+		}
+		return Fail(ExitIO, err)
+	}
+	w := c.App.Writer
+	if g.JSON {
+		if err := writeJSON(w, res); err != nil {
+			return Fail(ExitIO, err)
+		}
+		return nil
+	}
+	if !g.Quiet {
+		fmt.Fprintf(w, "operator %s (engine checkpoint %d): parallelism %d, max parallelism %d, states %s -> %d canonical files, %d inline\n",
+			res.Operator, res.Checkpoint, res.Parallelism, res.MaxParallelism, strings.Join(res.States, ", "), res.Files, res.Inline)
+	}
+	fmt.Fprintf(w, "%s: canonical savepoint written (metadata %s, state %s) from %s/chk-%d (%s restored) in %s\n",
+		res.Destination, rescaleBytes(res.MetadataBytes), rescaleBytes(res.StreamBytes), st, id, rescaleBytes(res.BytesDownloaded), res.Elapsed.Round(time.Millisecond))
+	fmt.Fprintf(w, "content verified before publishing: %d entries, per-state and key-group counts equal\n", res.Entries)
 	return nil
 }

@@ -3,6 +3,11 @@ package command
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
 
 	"github.com/sfstate/sfstate/statediff"
 	"github.com/urfave/cli/v2"
@@ -21,13 +26,20 @@ changed, with up to --limit examples of each as decoded JSON. Entries whose
 value is equal and whose TTL timestamp differs are counted apart (ttl), or
 not at all with --ignore-ttl. When both sides share an operator's max
 parallelism, key groups with equal digests are skipped. Exit code 1 when
-the snapshots differ, 0 when they are equal.`,
+the snapshots differ, 0 when they are equal.
+
+Each comparison sorts both sides' entries and merges them. At most --memory
+of decoded entries is held (half per side); beyond it sorted runs are
+spilled to a scratch directory under --temp-dir (named sfstate-tmp-diff-*,
+removed when diff ends, also on errors and interrupts), so a huge key group
+needs disk space, not memory. The result is the same either way.`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "limit", Value: 5, Usage: "examples per kind of difference and state"},
 			&cli.StringFlag{Name: "operator", Usage: "only this operator (id, uid or name)"},
 			&cli.StringFlag{Name: "state", Usage: "only this keyed state name"},
 			&cli.BoolFlag{Name: "ignore-ttl", Usage: "do not report entries that differ only in their TTL timestamp"},
-			&cli.Int64Flag{Name: "memory", Value: statediff.DefaultMemoryBytes, Usage: "bytes of decoded entries one comparison pass may hold"},
+			&cli.StringFlag{Name: "memory", Value: "256MiB", Usage: "decoded entries held in memory before sorted runs spill to disk (bytes, or with KiB, MiB, GiB)"},
+			&cli.StringFlag{Name: "temp-dir", Usage: "directory for spilled runs (default: system temp)"},
 			savepointS3EndpointFlag,
 		},
 		Action: runDiff,
@@ -38,11 +50,13 @@ func runDiff(c *cli.Context) error {
 	if c.NArg() != 2 {
 		return Failf(ExitUsage, "diff takes two savepoint paths")
 	}
-	if c.Int("limit") < 0 || c.Int64("memory") < 1 {
-		return Failf(ExitUsage, "--limit must not be negative and --memory must be positive")
+	mem, err := parseByteSize(c.String("memory"))
+	if c.Int("limit") < 0 || err != nil || mem < 1 {
+		return Failf(ExitUsage, "--limit must not be negative and --memory a positive size such as 256MiB (got %q)", c.String("memory"))
 	}
 	g := GlobalsFrom(c)
-	ctx := c.Context
+	ctx, stop := signal.NotifyContext(c.Context, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	a, err := openSavepointArg(ctx, c, c.Args().Get(0))
 	if err != nil {
 		return err
@@ -53,7 +67,7 @@ func runDiff(c *cli.Context) error {
 	}
 	res, err := statediff.Diff(ctx, a, b, statediff.Options{
 		Operator: c.String("operator"), State: c.String("state"), Limit: c.Int("limit"),
-		IgnoreTTL: c.Bool("ignore-ttl"), MemoryBytes: c.Int64("memory"),
+		IgnoreTTL: c.Bool("ignore-ttl"), MemoryBytes: mem, TempDir: c.String("temp-dir"),
 	})
 	if err != nil {
 		return Fail(ExitIO, err)
@@ -111,4 +125,34 @@ func runDiff(c *cli.Context) error {
 		return Failf(ExitIO, "some keyed state could not be compared (see the notes)")
 	}
 	return nil
+}
+
+// parseByteSize reads a size: a byte count, optionally with a unit (B, KiB,
+// MiB, GiB, TiB; KB, MB, GB, TB and K, M, G, T as the same powers of two).
+func parseByteSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	i := len(s)
+	for i > 0 && (s[i-1] < '0' || s[i-1] > '9') {
+		i--
+	}
+	num, unit := strings.TrimSpace(s[:i]), strings.ToUpper(strings.TrimSpace(s[i:]))
+	shift := 0
+	switch strings.TrimSuffix(strings.TrimSuffix(unit, "B"), "I") {
+	case "":
+	case "K":
+		shift = 10
+	case "M":
+		shift = 20
+	case "G":
+		shift = 30
+	case "T":
+		shift = 40
+	default:
+		return 0, fmt.Errorf("unknown unit %q", s[i:])
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > (1<<62)>>shift {
+		return 0, fmt.Errorf("bad size %q", s)
+	}
+	return n << shift, nil
 }

@@ -339,7 +339,12 @@ func TestJSONSchemas(t *testing.T) {
 	heap := filepath.Join(fx, "flink1.20-hashmap-NATIVE-for-contrast")
 	twin := filepath.Join(fx, "flink1.20-hashmap-canonical-valuestate-timers")
 	checkSchema(t, "ls", "sfstate ls --json", runJSON("ls", fx))
-	checkSchema(t, "diff", "sfstate diff --json", runJSON("diff", sps[0], sps[0]), runJSON("diff", twin, twin, "--limit", "3"))
+	// Re-keyed to another max parallelism (no digest path) and diffed with
+	// a tiny budget: the report counts the spilled runs.
+	rekeyed := filepath.Join(t.TempDir(), "m256")
+	runJSON("rescale", twin, "-p", "2", "--max-parallelism", "256", "--out", rekeyed)
+	checkSchema(t, "diff", "sfstate diff --json", runJSON("diff", sps[0], sps[0]), runJSON("diff", twin, twin, "--limit", "3"),
+		runJSON("diff", twin, rekeyed, "--memory", "1KiB", "--temp-dir", t.TempDir()))
 	exportDir := filepath.Join(t.TempDir(), "export")
 	checkSchema(t, "export", "sfstate export --json", runJSON("export", sps[0], "--format", "jsonl", "--out", exportDir))
 	gcDir := t.TempDir()

@@ -1,0 +1,339 @@
+//go:build cgo
+
+package restore
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sfstate/sfstate/canonical"
+	"github.com/sfstate/sfstate/checkpoint"
+	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/digest"
+	"github.com/sfstate/sfstate/savepoint/keyed"
+)
+
+// IsNative reports whether checkpoint id in st is a native checkpoint of
+// the engine (chk-<id>/manifest.json beside its `_metadata`).
+func IsNative(ctx context.Context, st s3.Storage, id int64) bool {
+	_, err := st.Stat(ctx, checkpoint.ManifestKey(id))
+	return err == nil
+}
+
+// ConvertNative converts native checkpoint id of the engine (package
+// checkpoint; st is the store root holding shared/ and chk-<id>/) into a
+// canonical savepoint at the root of dst, which Flink restores into any
+// state backend.
+//
+// The checkpoint's meta-state stream must describe the states with Flink's
+// serializers (checkpoint.Options.Schema): canonical.SchemaOfHeader maps it
+// to the engine schema that converts the engine's encodings (key rows,
+// compact value rows, primitives, TTL timestamps, multisets, timers) to
+// Flink's, as canonical.Export does. A checkpoint taken without a schema
+// fails with ErrNoSchema before anything is restored.
+//
+// Every subtask is restored in turn, at the checkpoint's parallelism, into
+// a scratch RocksDB backend (checkpoint.Restore; nothing expires, so every
+// stored entry is written, TTL timestamps included), its canonical stream
+// staged in the scratch directory (canonical.WriteStream) and the backend
+// closed and removed; per state and key group its entries are counted. The
+// staged savepoint is then read back with the savepoint reader (every entry
+// decoded) and its counts compared with the backends' before anything is
+// published. Streams of at most canonical.DefaultInlineThreshold bytes are
+// inlined; the others are uploaded first, `_metadata` (with its sums file,
+// savepoint.CommitMetadata) last and only if absent. A failure or
+// cancellation deletes what was uploaded and leaves no `_metadata`; the
+// scratch directory (s3.ScratchPrefix + "convert-*") is removed in every
+// case. The source is only read.
+func ConvertNative(ctx context.Context, st s3.Storage, id int64, dst s3.Storage, o ConvertOptions) (res *ConvertResult, err error) {
+	start := time.Now()
+	if o.FlinkVersion == "" {
+		o.FlinkVersion = "1.20"
+	}
+	version, err := canonical.MetadataVersionFor(o.FlinkVersion)
+	if err != nil {
+		return nil, err
+	}
+	var trailer []byte
+	if version >= 4 {
+		if trailer, err = canonical.CheckpointPropertiesTrailer(o.FlinkVersion); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := dst.Stat(ctx, savepoint.MetadataName); err == nil {
+		return nil, fmt.Errorf("%w: %s/%s", s3.ErrExists, dst, savepoint.MetadataName)
+	} else if !s3.IsNotExist(err) {
+		return nil, err
+	}
+	m, sp, err := openNative(ctx, st, id)
+	if err != nil {
+		return nil, err
+	}
+	op := sp.Meta.Operators[0]
+	par, maxP := len(m.Subtasks), m.MaxParallelism
+	if err := keygroups.CheckParallelism(maxP, par); err != nil {
+		return nil, fmt.Errorf("%s: %w", checkpoint.ManifestKey(id), err)
+	}
+	hdr, err := nativeHeader(sp, op)
+	if err != nil {
+		return nil, err
+	}
+	if hdr.KeySerializer != nil && strings.Contains(hdr.KeySerializer.Class, "BytePrimitiveArraySerializer") {
+		return nil, fmt.Errorf("%s: %w", sp.Name(), ErrNoSchema)
+	}
+	subs := make([]*checkpoint.Subtask, par)
+	for i := range m.Subtasks {
+		sub := &m.Subtasks[i]
+		if sub.Index < 0 || sub.Index >= par || subs[sub.Index] != nil {
+			return nil, fmt.Errorf("%s: subtask index %d invalid or repeated", checkpoint.ManifestKey(id), sub.Index)
+		}
+		want := keygroups.RangeForSubtask(maxP, par, sub.Index)
+		if sub.StartKeyGroup != want.Start || sub.EndKeyGroup != want.End {
+			return nil, fmt.Errorf("%s: subtask %d holds key groups %d-%d, not Flink's %d-%d of parallelism %d", checkpoint.ManifestKey(id), sub.Index, sub.StartKeyGroup, sub.EndKeyGroup, want.Start, want.End, par)
+		}
+		subs[sub.Index] = sub
+	}
+
+	tmp, err := os.MkdirTemp(o.TempDir, s3.ScratchPrefix+"convert-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	stage := filepath.Join(tmp, "out")
+	if err := os.Mkdir(stage, 0o755); err != nil {
+		return nil, err
+	}
+	res = &ConvertResult{Destination: dst.String(), Checkpoint: id, Operator: op.ID.String(), Parallelism: par, MaxParallelism: maxP}
+	// Nothing expires: every stored entry is converted.
+	clock := engine.NewManualClock(0)
+	want := map[digest.GroupKey]int64{}
+	out := &savepoint.OperatorState{ID: op.ID, Parallelism: int32(par), MaxParallelism: int32(maxP)}
+	if version >= 5 {
+		out.Name, out.UID = op.Name, op.UID
+	}
+	type staged struct{ name, path string }
+	var files []staged
+	var schema *engine.Schema
+	for i, sub := range subs {
+		rng := engine.KeyGroupRange{Start: sub.StartKeyGroup, End: sub.EndKeyGroup}
+		be, stats, err := checkpoint.Restore(ctx, st, id, rng, filepath.Join(tmp, fmt.Sprint("db-", i)), checkpoint.RestoreOptions{Rocks: engine.RocksOptions{Clock: clock, WriteBufferSize: 8 << 20}})
+		if err != nil {
+			return nil, fmt.Errorf("restore subtask %d (key groups %d-%d): %w", i, rng.Start, rng.End, err)
+		}
+		if stats != nil {
+			res.BytesDownloaded += stats.BytesDownloaded
+		}
+		h, name, path, n, err := stageSubtask(ctx, be, clock, hdr, &schema, op.ID.String(), stage, want, o)
+		be.Close()
+		os.RemoveAll(filepath.Join(tmp, fmt.Sprint("db-", i)))
+		if err != nil {
+			return nil, fmt.Errorf("subtask %d: %w", i, err)
+		}
+		res.Entries += n
+		res.StreamBytes += h.Delegate.Len()
+		if path != "" {
+			files = append(files, staged{name, path})
+			res.Files++
+		} else {
+			res.Inline++
+		}
+		out.Subtasks = append(out.Subtasks, &savepoint.SubtaskState{Index: i, ManagedKeyed: h})
+	}
+	for _, s := range schema.States {
+		res.States = append(res.States, s.Name)
+	}
+	md := &savepoint.Metadata{Version: version, CheckpointID: id, Trailer: trailer, Operators: []*savepoint.OperatorState{out}}
+	b, err := savepoint.EncodeMetadata(md)
+	if err != nil {
+		return nil, err
+	}
+	res.MetadataBytes = int64(len(b))
+
+	// Read the staged savepoint back and compare it with the backends.
+	if err := os.WriteFile(filepath.Join(stage, savepoint.MetadataName), b, 0o644); err != nil {
+		return nil, err
+	}
+	if err := checkStaged(ctx, stage, want); err != nil {
+		return nil, fmt.Errorf("convert: the written savepoint does not match the checkpoint: %w", err)
+	}
+	res.Verified = true
+
+	// Publish: data files first, `_metadata` last.
+	var written []s3.Written
+	defer func() {
+		if err != nil {
+			dctx := context.WithoutCancel(ctx)
+			for _, w := range written {
+				_ = dst.Delete(dctx, w.Key)
+			}
+			if !errors.Is(err, s3.ErrExists) {
+				// The sums file goes up just before `_metadata`; another
+				// writer's (ErrExists) is left alone.
+				if _, serr := dst.Stat(dctx, savepoint.MetadataName); s3.IsNotExist(serr) {
+					_ = dst.Delete(dctx, savepoint.SumsName)
+				}
+			}
+		}
+	}()
+	for _, f := range files {
+		w, err := putFile(ctx, dst, f.name, f.path)
+		if err != nil {
+			return nil, err
+		}
+		written = append(written, w)
+	}
+	if err := savepoint.CommitMetadata(ctx, dst, written, savepoint.MetadataName, b); err != nil {
+		return nil, err
+	}
+	res.Elapsed = time.Since(start)
+	return res, nil
+}
+
+// nativeHeader reads the meta-state stream of the checkpoint's first
+// subtask (every subtask's lists the same states).
+func nativeHeader(sp *savepoint.Savepoint, op *savepoint.OperatorState) (*keyed.Header, error) {
+	for _, sub := range op.Subtasks {
+		h, ok := sub.ManagedKeyed.(*savepoint.IncrementalHandle)
+		if !ok || h.Meta == nil {
+			continue
+		}
+		if h.Meta.Data == nil {
+			return nil, fmt.Errorf("%s: subtask %d: the meta-state stream is not inline", sp.Name(), sub.Index)
+		}
+		hdr, _, err := keyed.ReadHeader(bytes.NewReader(h.Meta.Data), fmt.Sprintf("%s (meta-state stream of subtask %d)", sp.Name(), sub.Index))
+		return hdr, err
+	}
+	return nil, fmt.Errorf("%s: no subtask with an incremental keyed handle", sp.Name())
+}
+
+// stageSubtask counts the entries of one restored backend per state and
+// key group into want and writes its canonical stream into stage (or
+// returns it inline). path is "" for inline streams.
+func stageSubtask(ctx context.Context, be engine.Backend, clock *engine.Clock, hdr *keyed.Header, schema **engine.Schema, op, stage string, want map[digest.GroupKey]int64, o ConvertOptions) (*savepoint.KeyGroupsHandle, string, string, int64, error) {
+	if *schema == nil {
+		s, err := canonical.SchemaOfHeader(hdr, be.States())
+		if err != nil {
+			return nil, "", "", 0, err
+		}
+		*schema = s
+	} else if err := (*schema).Matches(be.States()); err != nil {
+		return nil, "", "", 0, err
+	}
+	l := be.Layout()
+	for i, d := range be.States() {
+		var ferr error
+		err := be.Scan(i, nil, nil, func(key, _ []byte) bool {
+			kg, err := l.KeyGroupOf(key)
+			if err != nil {
+				ferr = fmt.Errorf("state %q: %w", d.Name, err)
+				return false
+			}
+			want[digest.GroupKey{Operator: op, State: d.Name, KeyGroup: kg}]++
+			return true
+		})
+		if err == nil {
+			err = ferr
+		}
+		if err != nil {
+			return nil, "", "", 0, err
+		}
+	}
+	f, err := os.CreateTemp(stage, "stream-*")
+	if err != nil {
+		return nil, "", "", 0, err
+	}
+	path := f.Name()
+	keep := false
+	defer func() {
+		f.Close()
+		if !keep {
+			os.Remove(path)
+		}
+	}()
+	bw := bufio.NewWriterSize(f, 256<<10)
+	offsets, n, err := canonical.WriteStream(ctx, bw, engine.NewOperator(be, clock), *schema, false)
+	if err != nil {
+		return nil, "", "", 0, err
+	}
+	if err := bw.Flush(); err != nil {
+		return nil, "", "", 0, err
+	}
+	size, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, "", "", 0, err
+	}
+	if o.Progress != nil {
+		o.Progress.Add(size)
+	}
+	h := &savepoint.KeyGroupsHandle{Tag: savepoint.TagSavepointKeyGroups, StartKeyGroup: int32(l.Range.Start), Offsets: offsets}
+	name := filepath.Base(path)
+	if size <= canonical.DefaultInlineThreshold {
+		data := make([]byte, size)
+		if _, err := f.ReadAt(data, 0); err != nil {
+			return nil, "", "", 0, err
+		}
+		h.Delegate = &savepoint.StreamHandle{Tag: savepoint.TagByteStream, Name: name, Data: data}
+		return h, name, "", n, nil
+	}
+	h.Delegate = &savepoint.StreamHandle{Tag: savepoint.TagRelativeFile, Path: name, Size: size}
+	keep = true
+	return h, name, path, n, nil
+}
+
+// checkStaged opens the staged savepoint in dir, decodes every entry and
+// compares the entries per state and key group with want.
+func checkStaged(ctx context.Context, dir string, want map[digest.GroupKey]int64) error {
+	store, err := s3.NewLocal(dir)
+	if err != nil {
+		return err
+	}
+	sp, err := savepoint.Open(ctx, store, savepoint.MetadataName)
+	if err != nil {
+		return err
+	}
+	d, err := digest.Compute(ctx, sp, digest.Options{})
+	if err != nil {
+		return err
+	}
+	for k, n := range want {
+		g := d.Groups[k]
+		if g == nil || g.Entries != n {
+			got := int64(0)
+			if g != nil {
+				got = g.Entries
+			}
+			return fmt.Errorf("state %q key group %d: %d entries written, the checkpoint holds %d", k.State, k.KeyGroup, got, n)
+		}
+	}
+	for k, g := range d.Groups {
+		if want[k] == 0 {
+			return fmt.Errorf("state %q key group %d: %d entries written, the checkpoint holds none", k.State, k.KeyGroup, g.Entries)
+		}
+	}
+	return nil
+}
+
+// putFile uploads a staged file as key.
+func putFile(ctx context.Context, dst s3.Storage, key, path string) (s3.Written, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return s3.Written{}, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return s3.Written{}, err
+	}
+	return s3.PutHashed(ctx, dst, key, f, fi.Size())
+}
