@@ -39,6 +39,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/sfstate/sfstate/errclass"
@@ -417,14 +419,27 @@ func (e *FileError) Is(target error) bool {
 	return target == errclass.ErrCorrupt && strings.Contains(e.Msg, rocksCorruption)
 }
 
+// rocksBlockAt is how RocksDB ends a block checksum mismatch: "... in
+// FILE offset N size M" (the bad block's position in the SST).
+var rocksBlockAt = regexp.MustCompile(` offset (\d+) size \d+`)
+
 // As lets errors.As see a Corruption status naming a file as an
-// *errclass.CorruptionError.
+// *errclass.CorruptionError, at the bad block's offset when RocksDB gives
+// it (a block checksum mismatch), else at an unknown offset.
 func (e *FileError) As(target any) bool {
 	p, ok := target.(**errclass.CorruptionError)
 	if !ok || len(e.Files) == 0 || !e.Is(errclass.ErrCorrupt) {
 		return false
 	}
-	*p = &errclass.CorruptionError{File: e.Files[0], Offset: -1, Err: e.Err}
+	off := int64(-1)
+	if len(e.Files) == 1 {
+		if m := rocksBlockAt.FindStringSubmatch(e.Msg); m != nil {
+			if n, err := strconv.ParseInt(m[1], 10, 64); err == nil {
+				off = n
+			}
+		}
+	}
+	*p = &errclass.CorruptionError{File: e.Files[0], Offset: off, Err: e.Err}
 	return true
 }
 
