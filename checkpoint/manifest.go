@@ -164,7 +164,7 @@ func decodeManifest(b []byte, name string, id int64) (*Manifest, error) {
 		if se, ok := err.(*json.SyntaxError); ok {
 			off = se.Offset
 		}
-		return nil, fmt.Errorf("checkpoint: invalid manifest: %w", errclass.Corruptf(name, off, "%v", err))
+		return nil, fmt.Errorf("checkpoint: %s: invalid manifest at offset %d: %w", name, off, errclass.Mark(errclass.ErrCorrupt, err))
 	}
 	if err := m.validate(id); err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: %w", name, err)

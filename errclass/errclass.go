@@ -10,7 +10,9 @@
 //   - ErrCorrupt: the input is damaged, truncated or otherwise not what its
 //     format allows (a bad magic number, a length past the end, a checksum
 //     or CRC-32C mismatch, a key outside its key-group range). The sfstate
-//     CLI exits 3 for it, and its message names the file and offset.
+//     CLI exits 3 for it (as for missing files and failed reads, which
+//     carry no class), and its message names the file and, where known,
+//     the offset.
 //   - ErrUnsupported: the input is valid but uses a feature this module does
 //     not read (an old or future format version, an unknown serializer, a
 //     state backend's own layout). The CLI exits 4 for it, and its message
@@ -30,7 +32,10 @@
 // byte slice fill Offset and leave File empty; the layer that opened the
 // file adds its name with WithFile. errors.As(err, &ce) with
 // ce *errclass.CorruptionError recovers the position of any decoder error
-// that knows one.
+// that knows one: the decoding helper's offset error is a CorruptionError,
+// and the richer position types (keyed.Error with its key group,
+// savepoint.ChangeSetError, native.FileError) keep their fields and let
+// errors.As see them as one.
 package errclass
 
 import (
