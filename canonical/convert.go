@@ -2,7 +2,6 @@ package canonical
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"unicode/utf16"
@@ -10,13 +9,14 @@ import (
 
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/rowcodec"
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
 // ErrConvert marks an entry that cannot be converted between the engine's
 // encoding and Flink's.
-var ErrConvert = errors.New("canonical: cannot convert entry")
+var ErrConvert = errclass.New(errclass.ErrCorrupt, "canonical: cannot convert entry")
 
 func convErr(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrConvert, fmt.Sprintf(format, args...))

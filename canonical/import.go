@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/savepoint"
@@ -20,7 +21,7 @@ import (
 
 // ErrUnsupported marks savepoint state that Import cannot map to the
 // engine (unknown serializer, unsupported state kind).
-var ErrUnsupported = errors.New("canonical: unsupported state")
+var ErrUnsupported = errclass.New(errclass.ErrUnsupported, "canonical: unsupported state")
 
 // NeverExpire is the engine TTL given to imported TTL states whose
 // time-to-live is not configured: Flink does not record the TTL in a

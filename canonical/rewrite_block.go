@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 	"github.com/sfstate/sfstate/savepoint/keyed"
@@ -92,7 +93,7 @@ func (rw *rewriter) copyBlock(obj *savepoint.Object, name string, hdr *keyed.Hea
 	size := obj.Size()
 	end := ends(off)
 	if off <= 0 || off >= size {
-		return &keyed.Error{File: name, KeyGroup: kg, Offset: off, BlockPos: -1, Err: fmt.Errorf("key-group offset %d outside stream of %d bytes", off, size)}
+		return &keyed.Error{File: name, KeyGroup: kg, Offset: off, BlockPos: -1, Err: fmt.Errorf("%w: key-group offset %d outside stream of %d bytes", errclass.ErrCorrupt, off, size)}
 	}
 	var src io.ReaderAt = obj
 	buffered := false

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/s3"
 )
 
@@ -163,7 +164,7 @@ func decodeManifest(b []byte, name string, id int64) (*Manifest, error) {
 		if se, ok := err.(*json.SyntaxError); ok {
 			off = se.Offset
 		}
-		return nil, fmt.Errorf("checkpoint: %s: invalid manifest at offset %d: %v", name, off, err)
+		return nil, fmt.Errorf("checkpoint: %s: invalid manifest at offset %d: %w", name, off, errclass.Mark(errclass.ErrCorrupt, err))
 	}
 	if err := m.validate(id); err != nil {
 		return nil, fmt.Errorf("checkpoint: %s: %w", name, err)

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/s3"
 )
 
@@ -444,7 +445,7 @@ func (r *restorer) download(objs []Object, dir string) error {
 
 // ErrCorrupt marks a downloaded object whose size or CRC-32C differs from
 // the manifest.
-var ErrCorrupt = errors.New("checkpoint: object does not match its recorded size and CRC-32C")
+var ErrCorrupt = errclass.New(errclass.ErrCorrupt, "checkpoint: object does not match its recorded size and CRC-32C")
 
 // Objects larger than rangedThreshold are fetched as rangedChunk-sized
 // ranges, rangedInFlight at a time, written in place, and their CRC-32C is

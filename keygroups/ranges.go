@@ -3,6 +3,8 @@ package keygroups
 import (
 	"errors"
 	"fmt"
+
+	"github.com/sfstate/sfstate/errclass"
 )
 
 const (
@@ -151,7 +153,7 @@ func PutPrefix(dst []byte, kg, width int) {
 }
 
 // ErrShortPrefix reports a key too short to hold its key-group prefix.
-var ErrShortPrefix = errors.New("keygroups: key shorter than its key-group prefix")
+var ErrShortPrefix = errclass.New(errclass.ErrCorrupt, "keygroups: key shorter than its key-group prefix")
 
 // ReadPrefix decodes the key-group prefix of width bytes (1 or 2) at the
 // start of key.

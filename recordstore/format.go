@@ -8,6 +8,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/keygroups"
 )
 
@@ -56,7 +57,7 @@ const (
 )
 
 // ErrCorrupt is wrapped by every decoding error.
-var ErrCorrupt = errors.New("recordstore: corrupt entry")
+var ErrCorrupt = errclass.New(errclass.ErrCorrupt, "recordstore: corrupt entry")
 
 // LogicalRow is one distinct row of a (join key, side) multiset.
 type LogicalRow struct {

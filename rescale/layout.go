@@ -1,10 +1,10 @@
 package rescale
 
 import (
-	"errors"
 	"fmt"
 	"sort"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/keyed"
@@ -13,7 +13,7 @@ import (
 // ErrUnsupported marks input the rescaler refuses: mixed handle kinds,
 // overlapping key-group ranges, finished subtasks of a keyed operator, key
 // types it cannot hash.
-var ErrUnsupported = errors.New("rescale: unsupported input")
+var ErrUnsupported = errclass.New(errclass.ErrUnsupported, "rescale: unsupported input")
 
 // OperatorKind classifies an operator by its keyed handles.
 type OperatorKind int

@@ -5,13 +5,17 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+
+	"github.com/sfstate/sfstate/errclass"
 )
 
 // Castagnoli is the CRC-32C table used for every object checksum.
 var Castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// ErrIntegrity marks a size or checksum mismatch found while reading.
-var ErrIntegrity = fmt.Errorf("%w: integrity check failed", ErrPermanent)
+// ErrIntegrity marks a size or checksum mismatch found while reading: a
+// permanent error (retrying reads the same bytes) of class
+// errclass.ErrCorrupt.
+var ErrIntegrity = errclass.Mark(errclass.ErrCorrupt, fmt.Errorf("%w: integrity check failed", ErrPermanent))
 
 // CRC32C returns the CRC-32C of b.
 func CRC32C(b []byte) uint32 { return crc32.Checksum(b, Castagnoli) }

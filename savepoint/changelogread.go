@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 )
@@ -160,7 +161,9 @@ func (sp *Savepoint) WalkStateChanges(ctx context.Context, h *ChangelogHandle, f
 
 // ChangeSetError is a malformed change set in a change-log file. Offsets
 // count from the byte after the file's compression flag, in decompressed
-// bytes for a compressed file (as Flink's offsets do).
+// bytes for a compressed file (as Flink's offsets do). Its class is its
+// cause's (errclass.ErrCorrupt), and errors.As finds it as an
+// *errclass.CorruptionError.
 type ChangeSetError struct {
 	File       string
 	Compressed bool
@@ -179,6 +182,23 @@ func (e *ChangeSetError) Error() string {
 }
 
 func (e *ChangeSetError) Unwrap() error { return e.Err }
+
+// As lets errors.As see e as an *errclass.CorruptionError: the file and
+// the file offset of the problem (the byte after the flag is file offset
+// 1), unknown (-1) in a compressed file, whose offsets count decompressed
+// bytes.
+func (e *ChangeSetError) As(target any) bool {
+	p, ok := target.(**errclass.CorruptionError)
+	if !ok {
+		return false
+	}
+	off := int64(-1)
+	if !e.Compressed && e.Offset >= 0 {
+		off = e.Offset + 1
+	}
+	*p = &errclass.CorruptionError{File: e.File, Offset: off, Err: e.Err}
+	return true
+}
 
 // readChangeSet reads the change set at s.Offset of s's stream.
 func (sp *Savepoint) readChangeSet(ctx context.Context, s ChangelogStream, fn func(StateChange) error) error {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/keyed"
@@ -359,6 +361,13 @@ func TestChangeSetHostile(t *testing.T) {
 		if err := read(file, 0); err == nil || !strings.Contains(err.Error(), "offset") {
 			t.Errorf("%s: %v", name, err)
 		}
+	}
+	// The position as an errclass.CorruptionError: the group count right
+	// after the flag byte is at file offset 1.
+	err := read(e(1<<30), 0)
+	var ce *errclass.CorruptionError
+	if !errors.Is(err, errclass.ErrCorrupt) || !errors.As(err, &ce) || !strings.HasSuffix(ce.File, "f") || ce.Offset != 1 {
+		t.Errorf("huge group count: %v (position %+v)", err, ce)
 	}
 	if err := read(good, 100); err == nil || !strings.Contains(err.Error(), "outside") {
 		t.Errorf("offset past the end: %v", err)

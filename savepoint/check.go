@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint/keyed"
@@ -544,7 +545,7 @@ func keyString(v serde.Value) string {
 // file, key group and offset.
 func problemFromErr(kind, file, opID string, subtask int, err error) Problem {
 	p := Problem{Kind: kind, File: file, Offset: -1, Operator: opID, Subtask: subtask, KeyGroup: -1, Message: err.Error(),
-		Unsupported: errors.Is(err, ErrUnsupported) || errors.Is(err, serde.ErrUnsupported) || errors.Is(err, serde.ErrUnknownSnapshot)}
+		Unsupported: errors.Is(err, errclass.ErrUnsupported)}
 	var ke *keyed.Error
 	if errors.As(err, &ke) {
 		if ke.File != "" {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
@@ -57,7 +58,7 @@ const (
 )
 
 // ErrFormat marks metadata that is structurally invalid.
-var ErrFormat = errors.New("savepoint: invalid metadata")
+var ErrFormat = errclass.New(errclass.ErrCorrupt, "savepoint: invalid metadata")
 
 // ErrUnsupported marks valid input in a form or version sfstate does not
 // read; the message names the feature.
@@ -420,9 +421,9 @@ func ParseMetadata(b []byte, name string) (*Metadata, error) {
 	md := p.metadata()
 	if err := p.d.Err(); err != nil {
 		if errors.Is(err, ErrUnsupported) {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, errclass.WithFile(err, name)
 		}
-		return nil, fmt.Errorf("%w: %s: %w", ErrFormat, name, err)
+		return nil, fmt.Errorf("%w: %w", ErrFormat, errclass.WithFile(err, name))
 	}
 	return md, nil
 }

@@ -3,7 +3,6 @@ package savepoint
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -11,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/s3"
 )
 
@@ -19,7 +19,7 @@ const MetadataName = "_metadata"
 
 // ErrPath marks a handle whose file lies outside the savepoint or whose path
 // is hostile; such files are never read.
-var ErrPath = errors.New("savepoint: state file outside the savepoint")
+var ErrPath = errclass.New(errclass.ErrCorrupt, "savepoint: state file outside the savepoint")
 
 // Savepoint is an opened savepoint or checkpoint: its parsed metadata and the
 // store holding its files.

@@ -13,13 +13,14 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
 // ErrNativeLayout is returned when keyed entries of a native (non-canonical)
 // snapshot are requested; only their sizes and files can be listed.
-var ErrNativeLayout = errors.New("savepoint: keyed state is in a native (non-canonical) layout and cannot be decoded")
+var ErrNativeLayout = errclass.New(errclass.ErrUnsupported, "savepoint: keyed state is in a native (non-canonical) layout and cannot be decoded")
 
 // Progress receives scan progress (key groups read). *progress.Bar fits.
 type Progress interface {

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/s3"
 	"golang.org/x/sync/errgroup"
 )
@@ -122,12 +123,12 @@ func ParseSums(b []byte, name string) ([]Sum, error) {
 	for off < len(b) {
 		n := bytes.IndexByte(b[off:], '\n')
 		if n < 0 {
-			return nil, fmt.Errorf("%w: %s at offset %d: last line has no line break (truncated?)", ErrFormat, name, off)
+			return nil, fmt.Errorf("%w: %w", ErrFormat, errclass.Corruptf(name, int64(off), "last line has no line break (truncated?)"))
 		}
 		line := string(b[off : off+n])
 		if first {
 			if line != sumsHeader {
-				return nil, fmt.Errorf("%w: %s at offset 0: not a sums file (want %q)", ErrFormat, name, sumsHeader)
+				return nil, fmt.Errorf("%w: %w", ErrFormat, errclass.Corruptf(name, 0, "not a sums file (want %q)", sumsHeader))
 			}
 			first = false
 			off += n + 1
@@ -135,10 +136,10 @@ func ParseSums(b []byte, name string) ([]Sum, error) {
 		}
 		e, err := parseSumLine(line)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s at offset %d: %v", ErrFormat, name, off, err)
+			return nil, fmt.Errorf("%w: %w", ErrFormat, errclass.Corruptf(name, int64(off), "%v", err))
 		}
 		if len(out) > 0 && out[len(out)-1].Path >= e.Path {
-			return nil, fmt.Errorf("%w: %s at offset %d: %q out of order or listed twice", ErrFormat, name, off, e.Path)
+			return nil, fmt.Errorf("%w: %w", ErrFormat, errclass.Corruptf(name, int64(off), "%q out of order or listed twice", e.Path))
 		}
 		out = append(out, e)
 		off += n + 1

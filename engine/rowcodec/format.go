@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/sfstate/sfstate/errclass"
 )
 
 // These constants are part of the wire format: never change them.
@@ -62,20 +64,26 @@ func SetKind(value []byte, k RowKind) error {
 const minValueSize = TTLSize + 2
 
 var (
-	// ErrCorrupt marks bytes that are not a valid encoding.
-	ErrCorrupt = errors.New("rowcodec: corrupt value")
+	// ErrCorrupt marks bytes that are not a valid encoding (it and
+	// ErrTruncated are of class errclass.ErrCorrupt, ErrVersion and
+	// ErrUnsupportedType of class errclass.ErrUnsupported).
+	ErrCorrupt = errclass.New(errclass.ErrCorrupt, "rowcodec: corrupt value")
 	// ErrTruncated marks a value that ends early.
-	ErrTruncated = errors.New("rowcodec: truncated value")
+	ErrTruncated = errclass.New(errclass.ErrCorrupt, "rowcodec: truncated value")
 	// ErrVersion marks an unknown format version byte.
-	ErrVersion = errors.New("rowcodec: unsupported format version")
+	ErrVersion = errclass.New(errclass.ErrUnsupported, "rowcodec: unsupported format version")
 	// ErrSchemaMismatch marks input whose shape does not fit the codec's
 	// schema (field count, column types, Go value types).
 	ErrSchemaMismatch = errors.New("rowcodec: schema mismatch")
 	// ErrUnsupportedType marks an Arrow type the codec cannot encode.
-	ErrUnsupportedType = errors.New("rowcodec: unsupported type")
+	ErrUnsupportedType = errclass.New(errclass.ErrUnsupported, "rowcodec: unsupported type")
 )
 
-// DecodeError says which value failed to decode and where.
+// DecodeError says which value failed to decode and where. Its class is
+// its cause's (ErrCorrupt and ErrTruncated are errclass.ErrCorrupt,
+// ErrVersion is errclass.ErrUnsupported). Offset counts bytes of the value,
+// not of a file, so it is not an errclass.CorruptionError: the layer that
+// knows where the value is stored names it.
 type DecodeError struct {
 	Index  int    // index of the value in its batch (0 for single values)
 	Offset int    // byte offset within the value (TTL prefix included)

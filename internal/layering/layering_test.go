@@ -36,6 +36,7 @@ var layerNames = []string{"base", "codecs", "engine", "savepoint", "analysis", "
 // root; "dir/..." covers dir and everything below it) to its layer. A
 // package missing here fails the test: add it where it belongs.
 var layers = map[string]int{
+	"errclass":                  layerBase,
 	"keygroups":                 layerBase,
 	"s3":                        layerBase,
 	"engine/rowcodec":           layerBase,

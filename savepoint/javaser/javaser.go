@@ -39,10 +39,10 @@ package javaser
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
@@ -78,7 +78,7 @@ const (
 )
 
 // ErrFormat marks a stream that violates the serialization grammar.
-var ErrFormat = errors.New("javaser: malformed stream")
+var ErrFormat = errclass.New(errclass.ErrCorrupt, "javaser: malformed stream")
 
 // DefaultMaxDepth bounds object nesting when Options.MaxDepth is zero.
 const DefaultMaxDepth = 256

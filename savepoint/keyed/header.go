@@ -51,6 +51,7 @@ import (
 	"io"
 	"sort"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
@@ -650,7 +651,10 @@ func (h *Header) StateNames() []string {
 	return out
 }
 
-// Error is a failure while reading a state stream.
+// Error is a failure while reading a state stream. Its class is its
+// cause's (errclass.ErrCorrupt for damaged bytes, errclass.ErrUnsupported
+// for a form not read, none for a failed read of the stream), and
+// errors.As finds it as an *errclass.CorruptionError with File and Offset.
 type Error struct {
 	File string
 	// KeyGroup is -1 for header errors.
@@ -684,3 +688,13 @@ func (e *Error) Error() string {
 }
 
 func (e *Error) Unwrap() error { return e.Err }
+
+// As lets errors.As see e as an *errclass.CorruptionError (file and file
+// offset; the key group and block position stay in e).
+func (e *Error) As(target any) bool {
+	if p, ok := target.(**errclass.CorruptionError); ok {
+		*p = &errclass.CorruptionError{File: e.File, Offset: e.Offset, Err: e.Err}
+		return true
+	}
+	return false
+}

@@ -3,12 +3,13 @@ package keyed
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
 
 	"github.com/klauspost/compress/snappy"
+
+	"github.com/sfstate/sfstate/errclass"
 )
 
 // Snappy framing format (what xerial's SnappyFramedOutputStream writes and
@@ -33,7 +34,7 @@ const (
 var streamID = []byte("sNaPpY")
 
 // ErrSnappy marks malformed Snappy framing or a checksum mismatch.
-var ErrSnappy = errors.New("keyed: bad snappy frame")
+var ErrSnappy = errclass.New(errclass.ErrCorrupt, "keyed: bad snappy frame")
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
 

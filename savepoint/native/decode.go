@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
@@ -36,7 +37,7 @@ const (
 
 // ErrOutOfRange is returned (wrapped) by Decode for an entry whose key
 // group lies outside the handle's range; callers may skip such entries.
-var ErrOutOfRange = errors.New("native: entry outside the handle's key-group range")
+var ErrOutOfRange = errclass.New(errclass.ErrCorrupt, "native: entry outside the handle's key-group range")
 
 // Decoder decodes the column-family entries of one handle. It is not safe
 // for concurrent use.

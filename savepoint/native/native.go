@@ -39,8 +39,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/keyed"
@@ -67,7 +70,7 @@ const (
 
 // ErrFormat marks a malformed native snapshot (bad file names, sizes,
 // checksums, keys or values).
-var ErrFormat = errors.New("native: invalid native snapshot")
+var ErrFormat = errclass.New(errclass.ErrCorrupt, "native: invalid native snapshot")
 
 // EngineState is one state declared in an engine manifest.
 type EngineState struct {
@@ -394,7 +397,10 @@ func (h *Handle) RewriteError(err error, dir string) error {
 }
 
 // FileError is a RocksDB failure on downloaded files, with the objects
-// named.
+// named. It is of class errclass.ErrCorrupt when RocksDB reports a
+// Corruption status (a checksum mismatch, a truncated or unreadable SST),
+// and errors.As finds it as an *errclass.CorruptionError naming the first
+// of Files (RocksDB's message does not give a file offset).
 type FileError struct {
 	Files []string
 	Msg   string
@@ -403,6 +409,39 @@ type FileError struct {
 
 func (e *FileError) Error() string { return e.Msg }
 func (e *FileError) Unwrap() error { return e.Err }
+
+// rocksCorruption is how RocksDB's Status::ToString begins a Corruption
+// status (kCorruption), the code of damaged files.
+const rocksCorruption = "Corruption: "
+
+// Is reports the class errclass.ErrCorrupt for a RocksDB Corruption status.
+func (e *FileError) Is(target error) bool {
+	return target == errclass.ErrCorrupt && strings.Contains(e.Msg, rocksCorruption)
+}
+
+// rocksBlockAt is how RocksDB ends a block checksum mismatch: "... in
+// FILE offset N size M" (the bad block's position in the SST).
+var rocksBlockAt = regexp.MustCompile(` offset (\d+) size \d+`)
+
+// As lets errors.As see a Corruption status naming a file as an
+// *errclass.CorruptionError, at the bad block's offset when RocksDB gives
+// it (a block checksum mismatch), else at an unknown offset.
+func (e *FileError) As(target any) bool {
+	p, ok := target.(**errclass.CorruptionError)
+	if !ok || len(e.Files) == 0 || !e.Is(errclass.ErrCorrupt) {
+		return false
+	}
+	off := int64(-1)
+	if len(e.Files) == 1 {
+		if m := rocksBlockAt.FindStringSubmatch(e.Msg); m != nil {
+			if n, err := strconv.ParseInt(m[1], 10, 64); err == nil {
+				off = n
+			}
+		}
+	}
+	*p = &errclass.CorruptionError{File: e.Files[0], Offset: off, Err: e.Err}
+	return true
+}
 
 // DirReader reads a RocksDB directory entry by entry (engine.ReadNativeDir;
 // it needs cgo, which this package does not use).

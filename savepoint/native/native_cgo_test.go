@@ -19,6 +19,7 @@ import (
 
 	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
@@ -387,11 +388,11 @@ func TestFlinkNativeCorruptSSTNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var victim string
+	var victim, victimName string
 	for _, h := range snap.Handles {
 		for _, f := range h.Files {
 			if strings.HasSuffix(f.Name, ".sst") && victim == "" {
-				victim = f.Loc.Key
+				victim, victimName = f.Loc.Key, f.Loc.Name
 			}
 		}
 	}
@@ -419,6 +420,12 @@ func TestFlinkNativeCorruptSSTNamed(t *testing.T) {
 	var fe *native.FileError
 	if !errors.As(err, &fe) || len(fe.Files) == 0 {
 		t.Errorf("err %T does not list the files: %v", err, err)
+	}
+	// RocksDB's Corruption status is of the corrupt class, positioned at
+	// the savepoint file and the damaged (first) data block.
+	var ce *errclass.CorruptionError
+	if !errors.Is(err, errclass.ErrCorrupt) || !errors.As(err, &ce) || ce.File != victimName || ce.Offset != 0 {
+		t.Errorf("err is not a corruption of %s: %v (position %+v)", victimName, err, ce)
 	}
 	if ents, _ := os.ReadDir(tmp); len(ents) != 0 {
 		t.Errorf("temporary files left after the error: %v", ents)

@@ -38,10 +38,10 @@
 package serde
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/javaser"
 )
@@ -59,10 +59,10 @@ const (
 
 // ErrUnknownSnapshot is returned (wrapped, with class name and offset) for a
 // snapshot class whose body grammar is not known.
-var ErrUnknownSnapshot = errors.New("serde: unknown serializer snapshot class")
+var ErrUnknownSnapshot = errclass.New(errclass.ErrUnsupported, "serde: unknown serializer snapshot class")
 
 // ErrUnsupported marks a known but unsupported snapshot form (legacy layouts).
-var ErrUnsupported = errors.New("serde: unsupported serializer snapshot form")
+var ErrUnsupported = errclass.New(errclass.ErrUnsupported, "serde: unsupported serializer snapshot form")
 
 // Snapshot is one parsed TypeSerializerSnapshot.
 type Snapshot struct {

@@ -12,33 +12,28 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/keygroups"
-	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/rescale"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
-	"github.com/sfstate/sfstate/savepoint/javaser"
-	"github.com/sfstate/sfstate/savepoint/keyed"
-	"github.com/sfstate/sfstate/savepoint/native"
-	"github.com/sfstate/sfstate/savepoint/serde"
 	"github.com/sfstate/sfstate/verify"
 	"github.com/urfave/cli/v2"
 )
 
 // The error classes behind the exit codes. Which class an error belongs to
-// is decided here only, from the library sentinels in its chain (ExitCode);
-// the code a command attached with Fail is a hint that a sentinel in the
-// chain overrides where it is more specific.
+// is decided here only (ExitCode): corrupt and unsupported input by the
+// module's two classes (package errclass), which every decoder's sentinel
+// belongs to; the rest from the sentinels below. The code a command
+// attached with Fail is a hint that a class in the chain overrides where it
+// is more specific.
 var (
 	// usageErrs: the command line asked for something impossible.
 	usageErrs = []error{keygroups.ErrParallelism, s3.ErrBadKey, rescale.ErrExists, rescale.ErrOptions}
-	// unsupportedErrs: valid input using a feature sfstate does not read.
-	unsupportedErrs = []error{savepoint.ErrUnsupported, serde.ErrUnsupported, serde.ErrUnknownSnapshot,
-		rescale.ErrUnsupported, savepoint.ErrNativeLayout}
-	// corruptErrs: damaged, truncated or unreadable input.
-	corruptErrs = []error{savepoint.ErrFormat, savepoint.ErrPath, javaser.ErrFormat, native.ErrFormat, native.ErrOutOfRange,
-		keyed.ErrSnappy, recordstore.ErrCorrupt, verify.ErrUnreadable, s3.ErrNotExist, s3.ErrPermanent,
-		fs.ErrNotExist, fs.ErrPermission}
+	// ioErrs: input that could not be read, beside errclass.ErrCorrupt
+	// (damaged input): missing or forbidden files and objects, S3 failures
+	// that retrying does not mend, a source verify cannot read at all.
+	ioErrs = []error{verify.ErrUnreadable, s3.ErrNotExist, s3.ErrPermanent, fs.ErrNotExist, fs.ErrPermission}
 	// differErrs: a comparison found differences.
 	differErrs []error
 )
@@ -50,8 +45,10 @@ var (
 //	0    ok
 //	1    check, verify or diff found differences
 //	2    usage: unknown command or flag, bad flag value
-//	3    corrupt or unreadable input (the message names file and offset)
-//	4    valid input that sfstate does not support (the message names the feature)
+//	3    corrupt (errclass.ErrCorrupt) or unreadable input (the message names
+//	     file and offset)
+//	4    valid input that sfstate does not support (errclass.ErrUnsupported;
+//	     the message names the feature)
 //	130  interrupted (SIGINT/SIGTERM)
 func ExitCode(err error) int {
 	if err == nil {
@@ -72,7 +69,7 @@ func ExitCode(err error) int {
 	switch {
 	case hint == ExitCheckFailed || isAny(err, differErrs):
 		return ExitCheckFailed
-	case isAny(err, unsupportedErrs):
+	case errors.Is(err, errclass.ErrUnsupported):
 		// Before usage: a command may have judged "not supported" a usage
 		// mistake, but the input is valid and the feature missing.
 		return ExitUnsupported
@@ -80,7 +77,7 @@ func ExitCode(err error) int {
 		return ExitUsage
 	case hint == ExitUnsupported:
 		return ExitUnsupported
-	case hint == ExitIO || isAny(err, corruptErrs):
+	case hint == ExitIO || errors.Is(err, errclass.ErrCorrupt) || isAny(err, ioErrs):
 		return ExitIO
 	}
 	var ce cli.ExitCoder

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/urfave/cli/v2"
@@ -218,6 +219,10 @@ func TestExitCodeSentinels(t *testing.T) {
 		{&UsageError{Msg: "x"}, ExitUsage},
 		{errors.New(`Required flag "parallelism" not set`), ExitUsage},
 		{fmt.Errorf("%w: bad", s3.ErrBadKey), ExitUsage},
+		// Classes, not lists: a sentinel of any package, by its class.
+		{fmt.Errorf("x: %w", errclass.New(errclass.ErrUnsupported, "pkg: old layout")), ExitUnsupported},
+		{Fail(ExitUsage, errclass.Corruptf("f", 3, "bad")), ExitUsage},
+		{fmt.Errorf("open: %w", &errclass.CorruptionError{File: "m", Offset: 4, Err: savepoint.ErrUnsupported}), ExitUnsupported},
 	}
 	for _, c := range cases {
 		if got := ExitCode(c.err); got != c.code {

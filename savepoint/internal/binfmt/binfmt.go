@@ -7,31 +7,32 @@ package binfmt
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"math"
 	"unicode/utf16"
+
+	"github.com/sfstate/sfstate/errclass"
 )
 
-// ErrTruncated is returned when a read runs past the end of the buffer.
-var ErrTruncated = errors.New("binfmt: unexpected end of data")
+// ErrTruncated is returned when a read runs past the end of the buffer
+// (class errclass.ErrCorrupt).
+var ErrTruncated = errclass.New(errclass.ErrCorrupt, "binfmt: unexpected end of data")
 
-// ErrCorrupt marks structurally invalid data.
-var ErrCorrupt = errors.New("binfmt: corrupt data")
+// ErrCorrupt marks structurally invalid data (class errclass.ErrCorrupt, so
+// that callers outside savepoint/ match it through the class).
+var ErrCorrupt = errclass.New(errclass.ErrCorrupt, "binfmt: corrupt data")
 
 // ErrUnsupported marks well-formed data in a form or version this module
 // does not read (an old metadata version, a state backend's own layout):
-// the input is not damaged, the reader lacks the feature it names.
-var ErrUnsupported = errors.New("unsupported")
+// the input is not damaged, the reader lacks the feature it names (class
+// errclass.ErrUnsupported).
+var ErrUnsupported = errclass.New(errclass.ErrUnsupported, "unsupported")
 
-// OffsetError says where in the buffer a decode failed.
-type OffsetError struct {
-	Offset int64
-	Err    error
-}
-
-func (e *OffsetError) Error() string { return fmt.Sprintf("at offset %d: %v", e.Offset, e.Err) }
-func (e *OffsetError) Unwrap() error { return e.Err }
+// OffsetError says where in the buffer a decode failed: an
+// errclass.CorruptionError whose File the decoder does not know (the
+// layer that opened the file adds it with errclass.WithFile). Its message
+// reads "at offset N: cause".
+type OffsetError = errclass.CorruptionError
 
 // Decbuf decodes from a byte slice. Base is added to reported offsets (the
 // slice's position in its file).
