@@ -154,7 +154,9 @@ func TimestampOf(t time.Time) Timestamp {
 }
 
 // RowKind is the change flag stored in a row's first byte
-// (org.apache.flink.types.RowKind.toByteValue).
+// (org.apache.flink.types.RowKind.toByteValue). It is the module's one row
+// kind: decoded rows (serde.Row), the engine's row header (rowcodec.Kind)
+// and join inputs (recordstore.Input) all carry it.
 type RowKind byte
 
 const (

@@ -44,32 +44,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
-
-// RowKind is the change flag in byte 0 of a BinaryRowData.
-type RowKind byte
-
-// Flink's RowKind byte values (part of Flink's format).
-const (
-	RowKindInsert       RowKind = 0 // +I
-	RowKindUpdateBefore RowKind = 1 // -U
-	RowKindUpdateAfter  RowKind = 2 // +U
-	RowKindDelete       RowKind = 3 // -D
-)
-
-func (k RowKind) String() string {
-	switch k {
-	case RowKindInsert:
-		return "+I"
-	case RowKindUpdateBefore:
-		return "-U"
-	case RowKindUpdateAfter:
-		return "+U"
-	case RowKindDelete:
-		return "-D"
-	}
-	return fmt.Sprintf("RowKind(%d)", byte(k))
-}
 
 // fslot says how one field maps to a BinaryRowData slot.
 type fslot uint8
@@ -293,16 +270,16 @@ func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
 // is kept in the value's header byte (and returned). Every offset
 // and length in brow is checked against its size; errors are *DecodeError
 // with the byte offset inside brow.
-func (f *FlinkRow) FromBinaryRow(dst []byte, ttl int64, brow []byte) ([]byte, RowKind, error) {
+func (f *FlinkRow) FromBinaryRow(dst []byte, ttl int64, brow []byte) ([]byte, keygroups.RowKind, error) {
 	n := len(f.slots)
-	fail := func(off int, field string, format string, args ...any) ([]byte, RowKind, error) {
+	fail := func(off int, field string, format string, args ...any) ([]byte, keygroups.RowKind, error) {
 		return dst, 0, &DecodeError{Offset: off, Field: field, Err: fmt.Errorf("%w: BinaryRowData: %s", ErrCorrupt, fmt.Sprintf(format, args...))}
 	}
 	if len(brow) < f.FixedSize() {
 		return dst, 0, &DecodeError{Offset: len(brow), Err: fmt.Errorf("%w: BinaryRowData of %d fields needs %d bytes, have %d", ErrTruncated, n, f.FixedSize(), len(brow))}
 	}
-	kind := RowKind(brow[0])
-	if kind > RowKindDelete {
+	kind := keygroups.RowKind(brow[0])
+	if kind > keygroups.Delete {
 		return fail(0, "", "row kind byte %d", brow[0])
 	}
 	// Null bits past the arity must be clear.

@@ -7,6 +7,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
@@ -146,7 +147,7 @@ type Columns struct {
 	// TTL holds the last-access timestamps (TTL-wrapped values only).
 	TTL []int64
 	// RowKinds holds each row's RowKind (row serializers only).
-	RowKinds []RowKind
+	RowKinds []keygroups.RowKind
 	Fields   []Column
 	n        int
 }
@@ -489,7 +490,7 @@ func (p *ColumnPlan) decodeRow(b []byte, base int64, c *Columns) error {
 	if b[0] > 3 {
 		return &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: row kind byte 0x%02x", binfmt.ErrCorrupt, b[0])}
 	}
-	c.RowKinds = append(c.RowKinds, RowKind(b[0]))
+	c.RowKinds = append(c.RowKinds, keygroups.RowKind(b[0]))
 	fields := c.Fields[:arity]
 	for i := range fields {
 		col := &fields[i]

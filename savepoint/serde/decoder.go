@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"unicode/utf16"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/javaser"
 )
@@ -619,7 +620,7 @@ func (dc *decoder) decodeRow(b []byte, base int64, depth int, a *Arena) (*Row, e
 	if b[0] > 3 {
 		return nil, &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: row kind byte 0x%02x", binfmt.ErrCorrupt, b[0])}
 	}
-	r := a.row(RowKind(b[0]), arity)
+	r := a.row(keygroups.RowKind(b[0]), arity)
 	if dc.k == kRowData && len(dc.fast) == arity {
 		// The common case: fields of the scalar kinds decoded inline.
 		fields := r.Fields[:arity]
@@ -781,7 +782,7 @@ type rowWith4 struct {
 	fields [4]Value
 }
 
-func newRow(kind RowKind, arity int) *Row {
+func newRow(kind keygroups.RowKind, arity int) *Row {
 	if arity <= 4 {
 		a := &rowWith4{}
 		a.row.Kind = kind

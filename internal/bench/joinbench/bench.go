@@ -329,7 +329,7 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy, noPrefixBloom bool) (
 		keyOffs = append(keyOffs, len(keyBuf))
 		inputs = inputs[:0]
 		for i := range b.keys {
-			inputs = append(inputs, recordstore.Input{Side: b.sides[i], Kind: recordstore.Insert,
+			inputs = append(inputs, recordstore.Input{Side: b.sides[i], Kind: keygroups.Insert,
 				Key: keyBuf[keyOffs[i]:keyOffs[i+1]:keyOffs[i+1]],
 				Row: arena.Value(i)[rowcodec.TTLSize:]})
 		}
