@@ -299,7 +299,7 @@ func WriteStream(ctx context.Context, w io.Writer, op *engine.Operator, schema *
 		return nil, 0, err
 	}
 	l := op.Layout()
-	kw, err := flinkwrite.NewKeyedWriter(w, hdr, flinkwrite.KeyGroupRange{Start: l.Range.Start, End: l.Range.End}, l.MaxParallelism)
+	kw, err := flinkwrite.NewKeyedWriter(w, hdr, keygroups.Range{Start: l.Range.Start, End: l.Range.End}, l.MaxParallelism)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/rescale"
 	"github.com/sfstate/sfstate/s3"
 )
@@ -189,7 +190,7 @@ func RestoreLazy(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i
 		return nil, fmt.Errorf("rescale restore: plan (max parallelism %d, %d old subtasks) does not match checkpoint %d (%d, %d)",
 			plan.MaxParallelism, plan.OldParallelism, plan.CheckpointID, m.MaxParallelism, len(m.Subtasks))
 	}
-	rng := engine.KeyGroupRange{Start: ps.StartKeyGroup, End: ps.EndKeyGroup}
+	rng := keygroups.Range{Start: ps.StartKeyGroup, End: ps.EndKeyGroup}
 	layout := engine.Layout{MaxParallelism: m.MaxParallelism, Range: rng}
 	if err := layout.Validate(); err != nil {
 		return nil, fmt.Errorf("rescale restore: subtask %d: %w", i, err)
@@ -303,7 +304,7 @@ func manifestStates(m *Manifest) ([]engine.StateDesc, error) {
 // planUnits groups the SST files of m that may hold key groups of rng into
 // units (connected components of overlapping key-group ranges cut to rng),
 // in key-group order.
-func planUnits(m *Manifest, rng engine.KeyGroupRange, states []engine.StateDesc) ([]*unit, error) {
+func planUnits(m *Manifest, rng keygroups.Range, states []engine.StateDesc) ([]*unit, error) {
 	covered := 0
 	type ref struct {
 		sub    *Subtask

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 )
 
@@ -85,7 +86,7 @@ type RestoreStats struct {
 // the same way in a temporary directory and its keys in rng are copied
 // into the base. Downloads are parallel, bounded, and verified against the
 // recorded size and CRC-32C.
-func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRange, dir string, opts RestoreOptions) (engine.Backend, *RestoreStats, error) {
+func Restore(ctx context.Context, st s3.Storage, id int64, rng keygroups.Range, dir string, opts RestoreOptions) (engine.Backend, *RestoreStats, error) {
 	start := time.Now()
 	if _, err := st.Stat(ctx, MetadataKey(id)); err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %d is not complete in %s: %w", id, st.String(), err)
@@ -226,7 +227,7 @@ type restorer struct {
 	ctx    context.Context
 	st     s3.Storage
 	id     int64
-	rng    engine.KeyGroupRange
+	rng    keygroups.Range
 	opts   RestoreOptions
 	stats  *RestoreStats
 	states []engine.StateDesc
@@ -629,7 +630,7 @@ func (r *restorer) copyFrom(h *Subtask, dst engine.Backend, tmp string) error {
 	if _, err := r.materialize(h, tmp); err != nil {
 		return err
 	}
-	src, err := engine.OpenRocksDB(tmp, engine.Layout{MaxParallelism: r.maxPar, Range: engine.KeyGroupRange{Start: h.StartKeyGroup, End: h.EndKeyGroup}}, r.states, engine.RocksOptions{})
+	src, err := engine.OpenRocksDB(tmp, engine.Layout{MaxParallelism: r.maxPar, Range: keygroups.Range{Start: h.StartKeyGroup, End: h.EndKeyGroup}}, r.states, engine.RocksOptions{})
 	if err != nil {
 		return err
 	}

@@ -236,7 +236,7 @@ func OpenJob(dir string) (*Job, error) {
 	j := &Job{Clock: clock, dir: dir}
 	for i := 0; i < Parallelism; i++ {
 		r := keygroups.RangeForSubtask(MaxParallelism, Parallelism, i)
-		layout := engine.Layout{MaxParallelism: MaxParallelism, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
+		layout := engine.Layout{MaxParallelism: MaxParallelism, Range: r}
 		be, err := engine.OpenRocksDB(filepath.Join(dir, fmt.Sprintf("subtask-%d", i)), layout, schema.Descs(), engine.RocksOptions{Clock: clock})
 		if err != nil {
 			j.Close()

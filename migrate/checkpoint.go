@@ -22,6 +22,7 @@ import (
 
 	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -563,7 +564,7 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 		}
 		infos[o.Name] = fi
 	}
-	layout := engine.Layout{MaxParallelism: r.m.MaxParallelism, Range: engine.KeyGroupRange{Start: st.StartKeyGroup, End: st.EndKeyGroup}}
+	layout := engine.Layout{MaxParallelism: r.m.MaxParallelism, Range: keygroups.Range{Start: st.StartKeyGroup, End: st.EndKeyGroup}}
 	if err := layout.Validate(); err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -34,7 +35,7 @@ type srcFixture struct {
 	store  *s3.Local
 	clock  *engine.Clock
 	maxP   int
-	ranges []engine.KeyGroupRange
+	ranges []keygroups.Range
 }
 
 func fixtureStates() []engine.StateDesc {
@@ -53,7 +54,7 @@ func makeSourceN(t testing.TB, seed uint64, flushEvery int, corrupt func(be engi
 	t.Helper()
 	ctx := context.Background()
 	f := &srcFixture{dir: filepath.Join(t.TempDir(), "src"), clock: engine.NewManualClock(5_000_000), maxP: 128,
-		ranges: []engine.KeyGroupRange{{Start: 0, End: 63}, {Start: 64, End: 127}}}
+		ranges: []keygroups.Range{{Start: 0, End: 63}, {Start: 64, End: 127}}}
 	var err error
 	if f.store, err = s3.NewLocal(f.dir); err != nil {
 		t.Fatal(err)
@@ -400,7 +401,7 @@ func TestCheckpointCorruptSource(t *testing.T) {
 func TestCheckpointHugeBucket(t *testing.T) {
 	ctx := context.Background()
 	src, _ := s3.NewLocal(filepath.Join(t.TempDir(), "src"))
-	layout := engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
+	layout := engine.Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}}
 	be, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), "db"), layout, fixtureStates(), engine.RocksOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -76,7 +76,7 @@ type env struct {
 
 func openEnv(t testing.TB, backend string, l Layout, ttl time.Duration, opts Options) *env {
 	t.Helper()
-	layout := engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
+	layout := engine.Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}}
 	clock := engine.NewManualClock(1_000_000)
 	states := []engine.StateDesc{StateDesc(l, ttl)}
 	var be engine.Backend

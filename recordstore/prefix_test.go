@@ -128,7 +128,7 @@ func varKeyStream(seed uint64, bundles, perBundle int) stream {
 // reference model's at every step, whichever files carry prefix filters.
 func TestPrefixBloomAcrossReopen(t *testing.T) {
 	dir := t.TempDir()
-	layout := engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
+	layout := engine.Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}}
 	clock := engine.NewManualClock(1_000_000)
 	states := []engine.StateDesc{StateDesc(LayoutRecord, testTTL)}
 	open := func(noBloom bool) (engine.Backend, JoinState) {
