@@ -69,8 +69,8 @@ func TestBinaryRowSpecExamples(t *testing.T) {
 		t.Fatalf(`("HelloWorld") = % x`, got)
 	}
 	// Arity 57 needs a 16-byte header: (57+63+8)/64*8.
-	if flinkHeaderSize(56) != 8 || flinkHeaderSize(57) != 16 {
-		t.Fatalf("header sizes %d %d", flinkHeaderSize(56), flinkHeaderSize(57))
+	if keygroups.NullBitsWidth(56) != 8 || keygroups.NullBitsWidth(57) != 16 {
+		t.Fatalf("header sizes %d %d", keygroups.NullBitsWidth(56), keygroups.NullBitsWidth(57))
 	}
 }
 

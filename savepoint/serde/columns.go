@@ -241,7 +241,7 @@ func PlanColumns(dec Decoder) *ColumnPlan {
 		if len(in.fast) != len(in.types) {
 			return nil
 		}
-		p.row, p.fast, p.w = true, in.fast, nullBitsWidth(len(in.types))
+		p.row, p.fast, p.w = true, in.fast, keygroups.NullBitsWidth(len(in.types))
 		for _, k := range in.fast {
 			var ck ColKind
 			prec := 0

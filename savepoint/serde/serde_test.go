@@ -141,7 +141,7 @@ type rowBuilder struct {
 }
 
 func newRowBuilder(arity int, kind keygroups.RowKind) *rowBuilder {
-	w := nullBitsWidth(arity)
+	w := keygroups.NullBitsWidth(arity)
 	r := &rowBuilder{fixed: make([]byte, w+8*arity), w: w}
 	r.fixed[0] = byte(kind)
 	return r
