@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -510,17 +509,7 @@ func (l *Lazy) reuse(f *lazyFile, dst string) bool {
 	for _, d := range l.opts.ReuseDirs {
 		src := filepath.Join(d, f.orig)
 		fi, err := os.Stat(src)
-		if err != nil || !fi.Mode().IsRegular() || fi.Size() != f.obj.Size {
-			continue
-		}
-		in, err := os.Open(src)
-		if err != nil {
-			continue
-		}
-		h := crc32.New(s3.Castagnoli)
-		n, err := io.Copy(h, in)
-		in.Close()
-		if err != nil || n != f.obj.Size || h.Sum32() != f.obj.CRC {
+		if err != nil || !fi.Mode().IsRegular() || VerifyFile(src, f.obj) != nil {
 			continue
 		}
 		if os.Link(src, dst) == nil || copyFile(src, dst) == nil {

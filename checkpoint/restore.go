@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -522,15 +521,8 @@ func fetchTo(ctx context.Context, st s3.Storage, o Object, tmp string, threshold
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	h := crc32.New(s3.Castagnoli)
-	if n, err := io.Copy(h, f); err != nil || n != o.Size {
-		return fmt.Errorf("re-read %s: %d bytes: %v", tmp, n, err)
-	}
-	if h.Sum32() != o.CRC {
-		return fmt.Errorf("%w: %s (%s in %s): CRC-32C %08x, manifest says %08x", ErrCorrupt, o.Key, o.Name, st.String(), h.Sum32(), o.CRC)
+	if err := verifyOpen(f, o, tmp); err != nil {
+		return fmt.Errorf("%w (%s in %s)", err, o.Name, st.String())
 	}
 	return f.Close()
 }

@@ -672,39 +672,25 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 }
 
 // fetch places source object o at dst: a hard link from a local store
-// (after checking its size and CRC-32C), else a verified download. It
-// returns the bytes downloaded.
+// (after checking its size and CRC-32C), else a verified download
+// (checkpoint.FetchObject). It returns the bytes downloaded.
 func (r *run) fetch(o checkpoint.Object, dst string) (int64, error) {
 	if root, ok := localRoot(r.src, r.opts.SrcLocalDir); ok {
 		p, err := localPath(root, o.Key)
 		if err != nil {
 			return 0, err
 		}
-		if err := verifyFile(p, o); err != nil {
+		if err := checkpoint.VerifyFile(p, o); err != nil {
 			return 0, fmt.Errorf("%w (%s/%s)", err, r.src, o.Key)
 		}
 		if err := os.Link(p, dst); err == nil {
 			return 0, nil
 		}
 	}
-	rc, err := r.src.Get(r.ctx, o.Key)
-	if err != nil {
-		return 0, fmt.Errorf("read %s/%s: %w", r.src, o.Key, err)
+	if err := checkpoint.FetchObject(r.ctx, r.src, o, dst); err != nil {
+		return 0, fmt.Errorf("source object: %w", err)
 	}
-	defer rc.Close()
-	f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	n, err := io.Copy(f, s3.VerifyingReader(io.LimitReader(rc, o.Size+1), o.Size, o.CRC))
-	if err == nil && n != o.Size {
-		err = fmt.Errorf("%d bytes, manifest says %d", n, o.Size)
-	}
-	if err != nil {
-		return n, fmt.Errorf("source object %s/%s is corrupt or unreadable: %w", r.src, o.Key, err)
-	}
-	return n, f.Close()
+	return o.Size, nil
 }
 
 func localPath(root, key string) (string, error) {
@@ -724,24 +710,6 @@ func localRoot(st s3.Storage, dir string) (string, bool) {
 		return l.Root(), true
 	}
 	return "", false
-}
-
-// verifyFile checks a local file's size and CRC-32C against the manifest.
-func verifyFile(p string, o checkpoint.Object) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	h := crc32.New(s3.Castagnoli)
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", o.Key, err)
-	}
-	if n != o.Size || h.Sum32() != o.CRC {
-		return fmt.Errorf("%w: %s has %d bytes with CRC-32C %08x, manifest says %d bytes, %08x", checkpoint.ErrCorrupt, o.Key, n, h.Sum32(), o.Size, o.CRC)
-	}
-	return nil
 }
 
 // conversion streams one subtask's bucket entries (merged with records

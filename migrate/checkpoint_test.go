@@ -370,6 +370,17 @@ func TestCheckpointCorruptSource(t *testing.T) {
 		if _, err := dst.Stat(ctx, checkpoint.MetadataKey(1)); !s3.IsNotExist(err) {
 			t.Fatalf("destination has _metadata after a failed migration: %v", err)
 		}
+		// The same object downloaded (a store that is not a local
+		// directory) fails the download's check.
+		dst2, _ := s3.NewLocal(filepath.Join(t.TempDir(), "dst2"))
+		_, err = Checkpoint(ctx, s3.WithCounters(f.store, &s3.Counters{}), dst2, Options{WorkDir: t.TempDir()})
+		if !errors.Is(err, checkpoint.ErrCorrupt) || !strings.Contains(err.Error(), victim) {
+			t.Fatalf("download: want checkpoint.ErrCorrupt naming %s, got %v", victim, err)
+		}
+		t.Logf("download: %v", err)
+		if _, err := dst2.Stat(ctx, checkpoint.MetadataKey(1)); !s3.IsNotExist(err) {
+			t.Fatalf("destination has _metadata after a failed migration: %v", err)
+		}
 	})
 	t.Run("bucket value", func(t *testing.T) {
 		f := makeSource(t, 4, func(be engine.Backend) {
