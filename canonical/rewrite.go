@@ -111,7 +111,7 @@ type rewriter struct {
 func (rw *rewriter) fileName(h *savepoint.StreamHandle) string {
 	name := path.Base(h.Path)
 	if name == "." || name == "/" || name == ".." || name == s3.MetadataName || rw.used[name] {
-		name = uuid()
+		name = savepoint.NewUUID()
 	}
 	rw.used[name] = true
 	return name

@@ -1152,8 +1152,6 @@ func (r *run) publish(md *savepoint.Metadata, subs []checkpoint.Subtask, uploade
 		return err
 	}
 	op := md.Operators[0]
-	root := checkpoint.StoreURI(r.dst.String())
-	dir := checkpoint.Dir(r.id) + "/"
 	bySub := map[int]*checkpoint.Subtask{}
 	for i := range subs {
 		bySub[subs[i].Index] = &subs[i]
@@ -1170,16 +1168,7 @@ func (r *run) publish(md *savepoint.Metadata, subs []checkpoint.Subtask, uploade
 		nh := *h
 		nh.BackendID = s.BackendID
 		nh.CheckpointedSize = uploaded[i]
-		nh.Meta = &savepoint.StreamHandle{Tag: savepoint.TagByteStream, Name: root + "/" + dir + fmt.Sprintf("task-%d/_meta", s.Index), Data: meta}
-		nh.Shared, nh.Private = nil, nil
-		for _, f := range s.Shared {
-			nh.Shared = append(nh.Shared, savepoint.NamedStream{Name: f.Name,
-				Handle: &savepoint.StreamHandle{Tag: savepoint.TagFile, Path: root + "/" + f.Key, Size: f.Size}})
-		}
-		for _, f := range s.Private {
-			nh.Private = append(nh.Private, savepoint.NamedStream{Name: f.Name,
-				Handle: &savepoint.StreamHandle{Tag: savepoint.TagRelativeFile, Path: strings.TrimPrefix(f.Key, dir), Size: f.Size}})
-		}
+		checkpoint.SetHandleStreams(&nh, r.dst.String(), r.id, s, meta)
 		ss.ManagedKeyed = &nh
 	}
 	mdBytes, err := savepoint.EncodeMetadata(md)

@@ -300,12 +300,9 @@ func (w *KeyedWriter) Add(kg, stateID int, key, value []byte) error {
 	if stateID < 0 || stateID >= w.numStates {
 		return w.fail(fmt.Errorf("%w: state id %d, header has %d states", ErrValue, stateID, w.numStates))
 	}
-	if len(key) < w.prefixLen {
+	prefix, err := keygroups.ReadPrefix(key, w.prefixLen)
+	if err != nil {
 		return w.fail(fmt.Errorf("%w: key of %d bytes has no key-group prefix", ErrValue, len(key)))
-	}
-	prefix := int(key[0])
-	if w.prefixLen == 2 {
-		prefix = int(binary.BigEndian.Uint16(key))
 	}
 	if prefix != kg {
 		return w.fail(fmt.Errorf("%w: key prefix says key group %d, entry is for %d", ErrValue, prefix, kg))
