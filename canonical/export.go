@@ -3,7 +3,6 @@ package canonical
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"io"
 	"os"
@@ -106,14 +105,6 @@ func modifiedUTF8Len(s string) int {
 		}
 	}
 	return n
-}
-
-func uuid() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // Export writes the operators' keyed state as a canonical savepoint into
@@ -266,7 +257,7 @@ func exportSubtask(ctx context.Context, store s3.Storage, o ExportOptions, op *O
 	}
 	l := st.Operator.Layout()
 	h := &savepoint.KeyGroupsHandle{Tag: savepoint.TagSavepointKeyGroups, StartKeyGroup: int32(l.Range.Start), Offsets: offsets}
-	name := uuid()
+	name := savepoint.NewUUID()
 	if o.InlineThreshold >= 0 && size <= int64(o.InlineThreshold) {
 		data := make([]byte, size)
 		if _, err := f.ReadAt(data, 0); err != nil {
@@ -299,7 +290,7 @@ func WriteStream(ctx context.Context, w io.Writer, op *engine.Operator, schema *
 		return nil, 0, err
 	}
 	l := op.Layout()
-	kw, err := flinkwrite.NewKeyedWriter(w, hdr, flinkwrite.KeyGroupRange{Start: l.Range.Start, End: l.Range.End}, l.MaxParallelism)
+	kw, err := flinkwrite.NewKeyedWriter(w, hdr, keygroups.Range{Start: l.Range.Start, End: l.Range.End}, l.MaxParallelism)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -162,7 +162,7 @@ func genOperator(t testing.TB, kind string, maxP, parallelism, n int) (Operator,
 	clock := engine.NewManualClock(testNow)
 	for i := 0; i < parallelism; i++ {
 		r := keygroups.RangeForSubtask(maxP, parallelism, i)
-		be := openBackend(t, kind, engine.Layout{MaxParallelism: maxP, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}, s.Descs(), clock)
+		be := openBackend(t, kind, engine.Layout{MaxParallelism: maxP, Range: r}, s.Descs(), clock)
 		for k, v := range genFill(t, be, s, n) {
 			total[k] += v
 		}

@@ -237,7 +237,7 @@ func Import(ctx context.Context, sp *savepoint.Savepoint, factory BackendFactory
 						return
 					}
 					r := keygroups.RangeForSubtask(maxP, par, j)
-					layout := engine.Layout{MaxParallelism: maxP, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
+					layout := engine.Layout{MaxParallelism: maxP, Range: r}
 					mu.Lock()
 					be, err := factory(p.op.ID, j, layout, p.schema.Descs())
 					if err == nil {

@@ -43,7 +43,7 @@ func genJoin(t *testing.T, l recordstore.Layout, kind string, maxP, par, keys in
 	var records int64
 	for i := 0; i < par; i++ {
 		r := keygroups.RangeForSubtask(maxP, par, i)
-		be := openBackend(t, kind, engine.Layout{MaxParallelism: maxP, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}, s.Descs(), clock)
+		be := openBackend(t, kind, engine.Layout{MaxParallelism: maxP, Range: r}, s.Descs(), clock)
 		js, err := recordstore.Open(l, be, recordstore.Options{Clock: clock})
 		if err != nil {
 			t.Fatal(err)

@@ -27,7 +27,7 @@ func TestExportListElementTTL(t *testing.T) {
 	}
 	for _, kind := range []string{"heap", "rocksdb"} {
 		clock := engine.NewManualClock(testNow)
-		l := engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
+		l := engine.Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}}
 		be := openBackend(t, kind, l, s.Descs(), clock)
 		eop := engine.NewOperator(be, clock)
 		st := eop.States()[0]

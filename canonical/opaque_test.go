@@ -54,7 +54,7 @@ func TestOpaqueValuesRoundTrip(t *testing.T) {
 	}
 	maxP := 16
 	clock := engine.NewManualClock(testNow)
-	be := openBackend(t, "heap", engine.Layout{MaxParallelism: maxP, Range: engine.KeyGroupRange{Start: 0, End: maxP - 1}}, s.Descs(), clock)
+	be := openBackend(t, "heap", engine.Layout{MaxParallelism: maxP, Range: keygroups.Range{Start: 0, End: maxP - 1}}, s.Descs(), clock)
 	op := engine.NewOperator(be, clock)
 	b := be.NewBatch()
 	var key, val []byte

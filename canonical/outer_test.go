@@ -44,7 +44,7 @@ func genOuterJoin(t *testing.T, l recordstore.Layout, kind string, sides *engine
 	want := map[string]int{}
 	for i := 0; i < par; i++ {
 		r := keygroups.RangeForSubtask(maxP, par, i)
-		lay := engine.Layout{MaxParallelism: maxP, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
+		lay := engine.Layout{MaxParallelism: maxP, Range: r}
 		be := openBackend(t, kind, lay, s.Descs(), clock)
 		var rows []outerRow
 		for k := 0; k < keys; k++ {
@@ -306,7 +306,7 @@ func TestUniqueKeyOuterJoinRaw(t *testing.T) {
 	var n int
 	for i := 0; i < par; i++ {
 		r := keygroups.RangeForSubtask(maxP, par, i)
-		lay := engine.Layout{MaxParallelism: maxP, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
+		lay := engine.Layout{MaxParallelism: maxP, Range: r}
 		be := openBackend(t, "heap", lay, s.Descs(), clock)
 		b := be.NewBatch()
 		for k := 0; k < 100; k++ {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/flinkwrite"
@@ -110,7 +111,7 @@ type rewriter struct {
 func (rw *rewriter) fileName(h *savepoint.StreamHandle) string {
 	name := path.Base(h.Path)
 	if name == "." || name == "/" || name == ".." || name == s3.MetadataName || rw.used[name] {
-		name = uuid()
+		name = savepoint.NewUUID()
 	}
 	rw.used[name] = true
 	return name
@@ -189,7 +190,7 @@ func (rw *rewriter) keyedHandle(ctx context.Context, op *savepoint.OperatorState
 	start, end := h.KeyGroupRange()
 	maxP := int(op.MaxParallelism)
 	kw, err := flinkwrite.NewKeyedWriter(bw, flinkwrite.Header{Compressed: hdr.Compressed, Raw: hdr.Raw, RawNumStates: len(hdr.States)},
-		flinkwrite.KeyGroupRange{Start: start, End: end}, maxP)
+		keygroups.Range{Start: start, End: end}, maxP)
 	if err != nil {
 		return nil, err
 	}

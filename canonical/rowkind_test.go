@@ -8,6 +8,7 @@ import (
 
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/engine/rowcodec"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/keyed"
@@ -16,16 +17,16 @@ import (
 
 // rowKinds counts the row kinds of the value rows (values, list elements)
 // of every state of sp, by state.
-func rowKinds(t *testing.T, sp *savepoint.Savepoint) map[string]map[serde.RowKind]int {
+func rowKinds(t *testing.T, sp *savepoint.Savepoint) map[string]map[keygroups.RowKind]int {
 	t.Helper()
-	out := map[string]map[serde.RowKind]int{}
+	out := map[string]map[keygroups.RowKind]int{}
 	add := func(st string, v serde.Value) {
 		if tv, ok := v.(*serde.TTLValue); ok {
 			v = tv.Value
 		}
 		if r, ok := v.(*serde.Row); ok && r != nil {
 			if out[st] == nil {
-				out[st] = map[serde.RowKind]int{}
+				out[st] = map[keygroups.RowKind]int{}
 			}
 			out[st][r.Kind]++
 		}
@@ -57,7 +58,7 @@ func rowKinds(t *testing.T, sp *savepoint.Savepoint) map[string]map[serde.RowKin
 func markKinds(t *testing.T, op Operator) {
 	t.Helper()
 	n := 0
-	next := func() rowcodec.RowKind { n++; return rowcodec.RowKind(n % 4) }
+	next := func() keygroups.RowKind { n++; return keygroups.RowKind(n % 4) }
 	for _, st := range op.Subtasks {
 		be := st.Operator.Backend()
 		type kv struct{ k, v []byte }
@@ -123,7 +124,7 @@ func TestRowKindsRoundTrip(t *testing.T) {
 			}
 			ka := rowKinds(t, a)
 			for _, st := range []string{"accState", "window-records"} {
-				for k := serde.RowKind(0); k < 4; k++ {
+				for k := keygroups.RowKind(0); k < 4; k++ {
 					if ka[st][k] == 0 {
 						t.Fatalf("%s: no %v rows exported (%v)", st, k, ka[st])
 					}
@@ -145,7 +146,7 @@ func TestRowKindsRoundTrip(t *testing.T) {
 			be := res.Operators[0].Subtasks[0].Backend
 			var key, val []byte
 			_ = be.Scan(0, nil, nil, func(k, v []byte) bool {
-				if rowcodec.Kind(v) == rowcodec.RowKindUpdateAfter {
+				if rowcodec.Kind(v) == keygroups.UpdateAfter {
 					key, val = append([]byte{}, k...), append([]byte{}, v...)
 					return false
 				}
@@ -154,7 +155,7 @@ func TestRowKindsRoundTrip(t *testing.T) {
 			if key == nil {
 				t.Fatal("no +U row in subtask 0")
 			}
-			if err := rowcodec.SetKind(val, rowcodec.RowKindInsert); err != nil {
+			if err := rowcodec.SetKind(val, keygroups.Insert); err != nil {
 				t.Fatal(err)
 			}
 			batch := be.NewBatch()

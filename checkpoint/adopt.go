@@ -2,6 +2,9 @@ package checkpoint
 
 import (
 	"context"
+	"fmt"
+	"io"
+	"os"
 
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/s3"
@@ -26,6 +29,41 @@ func FetchObjectRanged(ctx context.Context, st s3.Storage, o Object, dst string,
 		return fetch(ctx, st, o, dst)
 	}
 	return fetchRanged(ctx, st, o, dst, chunk, chunk, inFlight)
+}
+
+// VerifyFile checks that the local file p holds o: o's recorded size and
+// CRC-32C. A mismatch satisfies errors.Is(err, ErrCorrupt); the file is
+// read only when its size matches.
+func VerifyFile(p string, o Object) error {
+	f, err := os.Open(p)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() != o.Size {
+		return fmt.Errorf("%w: %s has %d bytes, manifest says %d", ErrCorrupt, o.Key, fi.Size(), o.Size)
+	}
+	return verifyOpen(f, o, p)
+}
+
+// verifyOpen reads f from its start and compares its size and CRC-32C with
+// o's; name is f's name for errors.
+func verifyOpen(f *os.File, o Object, name string) error {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	h := s3.NewHashingWriter(nil)
+	if _, err := io.Copy(h, f); err != nil {
+		return fmt.Errorf("read %s (%s): %w", name, o.Key, err)
+	}
+	if h.Size() != o.Size || h.Sum() != o.CRC {
+		return fmt.Errorf("%w: %s has %d bytes with CRC-32C %08x, manifest says %d bytes, %08x", ErrCorrupt, o.Key, h.Size(), h.Sum(), o.Size, o.CRC)
+	}
+	return nil
 }
 
 // File returns the entry as the engine's SST file description (for

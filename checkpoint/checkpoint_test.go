@@ -39,7 +39,7 @@ func newClusterWith(t *testing.T, parallelism int, open func(string, engine.Layo
 	c := &cluster{t: t, dir: t.TempDir(), want: map[int]map[string]string{0: {}, 1: {}}}
 	for i, r := range keygroups.Ranges(testMaxPar, parallelism) {
 		b, err := open(filepath.Join(c.dir, fmt.Sprintf("task-%d", i)),
-			engine.Layout{MaxParallelism: testMaxPar, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}},
+			engine.Layout{MaxParallelism: testMaxPar, Range: r},
 			testStates, engine.RocksOptions{WriteBufferSize: 256 << 10})
 		if err != nil {
 			t.Fatal(err)
@@ -145,7 +145,7 @@ func restoreAll(t *testing.T, st s3.Storage, id int64, parallelism int, opts Res
 	var out []engine.Backend
 	var stats []*RestoreStats
 	for i, r := range keygroups.Ranges(testMaxPar, parallelism) {
-		b, s, err := Restore(context.Background(), st, id, engine.KeyGroupRange{Start: r.Start, End: r.End}, filepath.Join(dir, fmt.Sprintf("r-%d", i)), opts)
+		b, s, err := Restore(context.Background(), st, id, r, filepath.Join(dir, fmt.Sprintf("r-%d", i)), opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,7 +332,7 @@ func testCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Intact: restores exactly.
-	ok, _, err := Restore(ctx, st, 1, engine.KeyGroupRange{Start: 0, End: testMaxPar - 1}, filepath.Join(t.TempDir(), "ok"), RestoreOptions{})
+	ok, _, err := Restore(ctx, st, 1, keygroups.Range{Start: 0, End: testMaxPar - 1}, filepath.Join(t.TempDir(), "ok"), RestoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,7 +349,7 @@ func testCorrupt(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "r")
-	_, _, err = Restore(ctx, st, 1, engine.KeyGroupRange{Start: 0, End: testMaxPar - 1}, dir, RestoreOptions{})
+	_, _, err = Restore(ctx, st, 1, keygroups.Range{Start: 0, End: testMaxPar - 1}, dir, RestoreOptions{})
 	if err == nil || !strings.Contains(err.Error(), f.Key) || !isCorrupt(err) {
 		t.Fatalf("restore of a corrupted SST: %v", err)
 	}
@@ -368,11 +368,11 @@ func TestRestoreRefusesUncoveredKeyGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(t.TempDir(), "r")
-	_, _, err := Restore(ctx, st, 1, engine.KeyGroupRange{Start: 0, End: testMaxPar - 1}, dir, RestoreOptions{})
+	_, _, err := Restore(ctx, st, 1, keygroups.Range{Start: 0, End: testMaxPar - 1}, dir, RestoreOptions{})
 	if err == nil || !strings.Contains(err.Error(), "belong to no subtask") {
 		t.Fatalf("restore beyond the checkpointed key groups: %v", err)
 	}
-	b, _, err := Restore(ctx, st, 1, engine.KeyGroupRange{Start: 0, End: 63}, dir, RestoreOptions{})
+	b, _, err := Restore(ctx, st, 1, keygroups.Range{Start: 0, End: 63}, dir, RestoreOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/sfstate/sfstate/savepoint"
 )
 
 // Collect applies retention: it keeps the newest Options.Retain completed
@@ -49,7 +51,7 @@ func (c *Checkpointer) Collect(ctx context.Context) error {
 	c.mu.Unlock()
 	for _, o := range objs {
 		dir, _, _ := strings.Cut(o.Key, "/")
-		id, ok := parseDirID(dir)
+		id, ok := savepoint.CheckpointDirID(dir)
 		if !ok || complete[id] || inFlight[id] {
 			continue
 		}

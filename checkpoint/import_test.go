@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // importBound bounds every import and restore in these tests: a stuck
@@ -56,7 +57,7 @@ func testImportMany(t *testing.T, flushed bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := engine.KeyGroupRange{Start: 43, End: 127}
+	rng := keygroups.Range{Start: 43, End: 127}
 	layout := engine.Layout{MaxParallelism: testMaxPar, Range: rng}
 	lo, hi := layout.RangeBounds(rng.Start, rng.End)
 	var files []engine.SSTFile

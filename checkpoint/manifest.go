@@ -120,19 +120,6 @@ func ManifestKey(id int64) string { return Dir(id) + "/" + ManifestName }
 // SharedPrefix holds the shared SST objects.
 const SharedPrefix = "shared/"
 
-// parseDirID parses "chk-<id>" (ok=false for anything else).
-func parseDirID(dir string) (int64, bool) {
-	s, ok := strings.CutPrefix(dir, "chk-")
-	if !ok || s == "" || (len(s) > 1 && s[0] == '0') {
-		return 0, false
-	}
-	id, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || id < 0 {
-		return 0, false
-	}
-	return id, true
-}
-
 func encodeManifest(m *Manifest) ([]byte, error) {
 	return json.MarshalIndent(m, "", " ")
 }

@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"crypto/md5"
-	"crypto/rand"
 	"fmt"
 	"strings"
 
@@ -112,14 +111,6 @@ func StoreURI(s string) string {
 	return "file:" + s
 }
 
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
 // buildMetadata is the `_metadata` of a checkpoint: one operator, one tag 11
 // IncrementalRemoteKeyedStateHandle per subtask. Shared SST files are
 // absolute file handles (as Flink writes shared-scope files), private files
@@ -136,8 +127,6 @@ func buildMetadata(m *Manifest, o *Options, storeName string, meta []byte, uploa
 		}
 	}
 	op := &savepoint.OperatorState{ID: opID, Parallelism: int32(parallelism), MaxParallelism: int32(m.MaxParallelism)}
-	root := StoreURI(storeName)
-	dir := Dir(m.CheckpointID) + "/"
 	for i, s := range m.Subtasks {
 		h := &savepoint.IncrementalHandle{
 			Tag:              savepoint.TagIncrementalKeyGroupsV2,
@@ -146,20 +135,30 @@ func buildMetadata(m *Manifest, o *Options, storeName string, meta []byte, uploa
 			StartKeyGroup:    int32(s.StartKeyGroup),
 			NumKeyGroups:     int32(s.EndKeyGroup - s.StartKeyGroup + 1),
 			CheckpointedSize: uploaded[i],
-			Meta: &savepoint.StreamHandle{Tag: savepoint.TagByteStream,
-				Name: root + "/" + dir + fmt.Sprintf("task-%d/_meta", s.Index), Data: meta},
-			StateHandleID: newUUID(),
+			StateHandleID:    savepoint.NewUUID(),
 		}
-		for _, f := range s.Shared {
-			h.Shared = append(h.Shared, savepoint.NamedStream{Name: f.Name,
-				Handle: &savepoint.StreamHandle{Tag: savepoint.TagFile, Path: root + "/" + f.Key, Size: f.Size}})
-		}
-		for _, f := range s.Private {
-			h.Private = append(h.Private, savepoint.NamedStream{Name: f.Name,
-				Handle: &savepoint.StreamHandle{Tag: savepoint.TagRelativeFile, Path: strings.TrimPrefix(f.Key, dir), Size: f.Size}})
-		}
+		SetHandleStreams(h, storeName, m.CheckpointID, &s, meta)
 		op.Subtasks = append(op.Subtasks, &savepoint.SubtaskState{Index: s.Index, ManagedKeyed: h})
 	}
 	md := &savepoint.Metadata{Version: 3, CheckpointID: m.CheckpointID, Operators: []*savepoint.OperatorState{op}}
 	return savepoint.EncodeMetadata(md)
+}
+
+// SetHandleStreams points h at subtask s's objects of checkpoint id in the
+// store named storeName: the meta-state stream inline, shared files as
+// absolute file handles (as Flink writes shared-scope files), private files
+// relative to chk-<id>/.
+func SetHandleStreams(h *savepoint.IncrementalHandle, storeName string, id int64, s *Subtask, meta []byte) {
+	root := StoreURI(storeName)
+	dir := Dir(id) + "/"
+	h.Meta = &savepoint.StreamHandle{Tag: savepoint.TagByteStream, Name: root + "/" + dir + fmt.Sprintf("task-%d/_meta", s.Index), Data: meta}
+	h.Shared, h.Private = nil, nil
+	for _, f := range s.Shared {
+		h.Shared = append(h.Shared, savepoint.NamedStream{Name: f.Name,
+			Handle: &savepoint.StreamHandle{Tag: savepoint.TagFile, Path: root + "/" + f.Key, Size: f.Size}})
+	}
+	for _, f := range s.Private {
+		h.Private = append(h.Private, savepoint.NamedStream{Name: f.Name,
+			Handle: &savepoint.StreamHandle{Tag: savepoint.TagRelativeFile, Path: strings.TrimPrefix(f.Key, dir), Size: f.Size}})
+	}
 }

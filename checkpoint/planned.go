@@ -12,6 +12,7 @@ import (
 	"fmt"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/rescale"
 	"github.com/sfstate/sfstate/s3"
 )
@@ -44,7 +45,7 @@ func RestorePlanned(ctx context.Context, st s3.Storage, plan *rescale.NativePlan
 			plan.MaxParallelism, plan.OldParallelism, plan.CheckpointID, m.MaxParallelism, len(m.Subtasks))
 	}
 	opts.WholeHandles = whole
-	b, rs, err := Restore(ctx, st, plan.CheckpointID, engine.KeyGroupRange{Start: ps.StartKeyGroup, End: ps.EndKeyGroup}, dir, opts)
+	b, rs, err := Restore(ctx, st, plan.CheckpointID, keygroups.Range{Start: ps.StartKeyGroup, End: ps.EndKeyGroup}, dir, opts)
 	if err != nil {
 		return nil, nil, err
 	}

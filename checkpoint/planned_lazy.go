@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/rescale"
 	"github.com/sfstate/sfstate/s3"
 )
@@ -189,7 +189,7 @@ func RestoreLazy(ctx context.Context, st s3.Storage, plan *rescale.NativePlan, i
 		return nil, fmt.Errorf("rescale restore: plan (max parallelism %d, %d old subtasks) does not match checkpoint %d (%d, %d)",
 			plan.MaxParallelism, plan.OldParallelism, plan.CheckpointID, m.MaxParallelism, len(m.Subtasks))
 	}
-	rng := engine.KeyGroupRange{Start: ps.StartKeyGroup, End: ps.EndKeyGroup}
+	rng := keygroups.Range{Start: ps.StartKeyGroup, End: ps.EndKeyGroup}
 	layout := engine.Layout{MaxParallelism: m.MaxParallelism, Range: rng}
 	if err := layout.Validate(); err != nil {
 		return nil, fmt.Errorf("rescale restore: subtask %d: %w", i, err)
@@ -303,7 +303,7 @@ func manifestStates(m *Manifest) ([]engine.StateDesc, error) {
 // planUnits groups the SST files of m that may hold key groups of rng into
 // units (connected components of overlapping key-group ranges cut to rng),
 // in key-group order.
-func planUnits(m *Manifest, rng engine.KeyGroupRange, states []engine.StateDesc) ([]*unit, error) {
+func planUnits(m *Manifest, rng keygroups.Range, states []engine.StateDesc) ([]*unit, error) {
 	covered := 0
 	type ref struct {
 		sub    *Subtask
@@ -509,17 +509,7 @@ func (l *Lazy) reuse(f *lazyFile, dst string) bool {
 	for _, d := range l.opts.ReuseDirs {
 		src := filepath.Join(d, f.orig)
 		fi, err := os.Stat(src)
-		if err != nil || !fi.Mode().IsRegular() || fi.Size() != f.obj.Size {
-			continue
-		}
-		in, err := os.Open(src)
-		if err != nil {
-			continue
-		}
-		h := crc32.New(s3.Castagnoli)
-		n, err := io.Copy(h, in)
-		in.Close()
-		if err != nil || n != f.obj.Size || h.Sum32() != f.obj.CRC {
+		if err != nil || !fi.Mode().IsRegular() || VerifyFile(src, f.obj) != nil {
 			continue
 		}
 		if os.Link(src, dst) == nil || copyFile(src, dst) == nil {

@@ -81,7 +81,7 @@ func randomCheckpoint(t *testing.T, rng *rand.Rand, root string, store s3.Storag
 		}
 	}()
 	for i, r := range keygroups.Ranges(maxP, oldP) {
-		b, err := engine.OpenRocksDBKeyGroupFiles(filepath.Join(root, fmt.Sprint("old-", i)), engine.Layout{MaxParallelism: maxP, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}, states, engine.RocksOptions{})
+		b, err := engine.OpenRocksDBKeyGroupFiles(filepath.Join(root, fmt.Sprint("old-", i)), engine.Layout{MaxParallelism: maxP, Range: r}, states, engine.RocksOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -43,7 +43,7 @@ func TestLazyRestoreListOperands(t *testing.T) {
 		}
 	}()
 	for i, r := range keygroups.Ranges(maxP, oldP) {
-		b, err := engine.OpenRocksDBKeyGroupFiles(filepath.Join(root, fmt.Sprint("old-", i)), engine.Layout{MaxParallelism: maxP, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}, states, engine.RocksOptions{})
+		b, err := engine.OpenRocksDBKeyGroupFiles(filepath.Join(root, fmt.Sprint("old-", i)), engine.Layout{MaxParallelism: maxP, Range: r}, states, engine.RocksOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

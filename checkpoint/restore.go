@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/errclass"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 )
 
@@ -86,7 +86,7 @@ type RestoreStats struct {
 // the same way in a temporary directory and its keys in rng are copied
 // into the base. Downloads are parallel, bounded, and verified against the
 // recorded size and CRC-32C.
-func Restore(ctx context.Context, st s3.Storage, id int64, rng engine.KeyGroupRange, dir string, opts RestoreOptions) (engine.Backend, *RestoreStats, error) {
+func Restore(ctx context.Context, st s3.Storage, id int64, rng keygroups.Range, dir string, opts RestoreOptions) (engine.Backend, *RestoreStats, error) {
 	start := time.Now()
 	if _, err := st.Stat(ctx, MetadataKey(id)); err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %d is not complete in %s: %w", id, st.String(), err)
@@ -227,7 +227,7 @@ type restorer struct {
 	ctx    context.Context
 	st     s3.Storage
 	id     int64
-	rng    engine.KeyGroupRange
+	rng    keygroups.Range
 	opts   RestoreOptions
 	stats  *RestoreStats
 	states []engine.StateDesc
@@ -522,15 +522,8 @@ func fetchTo(ctx context.Context, st s3.Storage, o Object, tmp string, threshold
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
-	h := crc32.New(s3.Castagnoli)
-	if n, err := io.Copy(h, f); err != nil || n != o.Size {
-		return fmt.Errorf("re-read %s: %d bytes: %v", tmp, n, err)
-	}
-	if h.Sum32() != o.CRC {
-		return fmt.Errorf("%w: %s (%s in %s): CRC-32C %08x, manifest says %08x", ErrCorrupt, o.Key, o.Name, st.String(), h.Sum32(), o.CRC)
+	if err := verifyOpen(f, o, tmp); err != nil {
+		return fmt.Errorf("%w (%s in %s)", err, o.Name, st.String())
 	}
 	return f.Close()
 }
@@ -630,7 +623,7 @@ func (r *restorer) copyFrom(h *Subtask, dst engine.Backend, tmp string) error {
 	if _, err := r.materialize(h, tmp); err != nil {
 		return err
 	}
-	src, err := engine.OpenRocksDB(tmp, engine.Layout{MaxParallelism: r.maxPar, Range: engine.KeyGroupRange{Start: h.StartKeyGroup, End: h.EndKeyGroup}}, r.states, engine.RocksOptions{})
+	src, err := engine.OpenRocksDB(tmp, engine.Layout{MaxParallelism: r.maxPar, Range: keygroups.Range{Start: h.StartKeyGroup, End: h.EndKeyGroup}}, r.states, engine.RocksOptions{})
 	if err != nil {
 		return err
 	}

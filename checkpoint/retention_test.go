@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 )
 
@@ -362,7 +363,7 @@ func TestTakeReturnsBeforeUpload(t *testing.T) {
 }
 
 func TestHeapBackendIsRefused(t *testing.T) {
-	b, err := engine.OpenHeap(engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}, testStates)
+	b, err := engine.OpenHeap(engine.Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}}, testStates)
 	if err != nil {
 		t.Fatal(err)
 	}

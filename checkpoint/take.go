@@ -214,7 +214,7 @@ func (c *Checkpointer) Take(ctx context.Context, backends []engine.Backend, id i
 			base = filepath.Dir(dbDir)
 		}
 		l := &localSubtask{index: i, layout: b.Layout(),
-			dir: filepath.Join(base, fmt.Sprintf(".chk-%d-task-%d-%s", id, i, newUUID()[:8]))}
+			dir: filepath.Join(base, fmt.Sprintf(".chk-%d-task-%d-%s", id, i, savepoint.NewUUID()[:8]))}
 		locals[i] = l
 		if err := WaitTidy(ctx, b); err != nil {
 			return fail(fmt.Errorf("checkpoint %d, subtask %d: %w", id, i, err))
@@ -241,7 +241,7 @@ func (c *Checkpointer) Take(ctx context.Context, backends []engine.Backend, id i
 	for _, l := range locals {
 		st := c.subtasks[l.index]
 		if st == nil || st.backend != backends[l.index] {
-			st = &subtaskState{backend: backends[l.index], id: newUUID(), uploaded: map[string]*sharedObj{}}
+			st = &subtaskState{backend: backends[l.index], id: savepoint.NewUUID(), uploaded: map[string]*sharedObj{}}
 			c.subtasks[l.index] = st
 		}
 		l.st = st
@@ -274,7 +274,7 @@ func (c *Checkpointer) Take(ctx context.Context, backends []engine.Backend, id i
 func (c *Checkpointer) Adopt(subtask int, b engine.Backend, files []SSTEntry) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	st := &subtaskState{backend: b, id: newUUID(), uploaded: map[string]*sharedObj{}}
+	st := &subtaskState{backend: b, id: savepoint.NewUUID(), uploaded: map[string]*sharedObj{}}
 	for _, f := range files {
 		if !strings.HasPrefix(f.Key, SharedPrefix) {
 			continue
@@ -522,7 +522,7 @@ func Completed(ctx context.Context, st s3.Storage) ([]int64, error) {
 		if !found || name != s3.MetadataName {
 			continue
 		}
-		if id, ok := parseDirID(dir); ok {
+		if id, ok := savepoint.CheckpointDirID(dir); ok {
 			ids = append(ids, id)
 		}
 	}

@@ -236,7 +236,7 @@ func OpenJob(dir string) (*Job, error) {
 	j := &Job{Clock: clock, dir: dir}
 	for i := 0; i < Parallelism; i++ {
 		r := keygroups.RangeForSubtask(MaxParallelism, Parallelism, i)
-		layout := engine.Layout{MaxParallelism: MaxParallelism, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
+		layout := engine.Layout{MaxParallelism: MaxParallelism, Range: r}
 		be, err := engine.OpenRocksDB(filepath.Join(dir, fmt.Sprintf("subtask-%d", i)), layout, schema.Descs(), engine.RocksOptions{Clock: clock})
 		if err != nil {
 			j.Close()
@@ -307,7 +307,7 @@ func (s *subtask) process(evs []event, now int64) error {
 			if err != nil {
 				return err
 			}
-			inputs = append(inputs, recordstore.Input{Side: recordstore.Left, Kind: recordstore.Insert, Key: key, Row: row[8:]})
+			inputs = append(inputs, recordstore.Input{Side: recordstore.Left, Kind: keygroups.Insert, Key: key, Row: row[8:]})
 		case evBid:
 			refs = append(refs,
 				engine.KeyRef{State: s.agg, Key: s.agg.Key(nil, kg, key, nil)},
@@ -317,7 +317,7 @@ func (s *subtask) process(evs []event, now int64) error {
 			if err != nil {
 				return err
 			}
-			inputs = append(inputs, recordstore.Input{Side: recordstore.Right, Kind: recordstore.Insert, Key: key, Row: row[8:]})
+			inputs = append(inputs, recordstore.Input{Side: recordstore.Right, Kind: keygroups.Insert, Key: key, Row: row[8:]})
 		}
 	}
 	b := s.bun

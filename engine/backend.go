@@ -54,19 +54,8 @@ type Layout struct {
 	// MaxParallelism is the job's maximum parallelism (number of key groups).
 	MaxParallelism int
 	// Range is the key-group range owned by this operator subtask.
-	Range KeyGroupRange
+	Range keygroups.Range
 }
-
-// KeyGroupRange is an inclusive range of key groups, as in Flink.
-type KeyGroupRange struct {
-	Start, End int
-}
-
-// Contains reports whether kg lies in the range.
-func (r KeyGroupRange) Contains(kg int) bool { return kg >= r.Start && kg <= r.End }
-
-// Empty reports whether the range holds no key group.
-func (r KeyGroupRange) Empty() bool { return r.End < r.Start }
 
 // PrefixWidth is the number of bytes of the big-endian key-group prefix:
 // 1 when maxParallelism <= 128, else 2 (Flink's rule).
@@ -77,7 +66,7 @@ func (l Layout) Validate() error {
 	if l.MaxParallelism < 1 || l.MaxParallelism > 1<<15 {
 		return fmt.Errorf("engine: max parallelism %d out of [1, 32768]", l.MaxParallelism)
 	}
-	if l.Range.Start < 0 || l.Range.End >= l.MaxParallelism || l.Range.Empty() {
+	if l.Range.Start < 0 || l.Range.End >= l.MaxParallelism || l.Range.IsEmpty() {
 		return fmt.Errorf("engine: key-group range [%d, %d] invalid for max parallelism %d",
 			l.Range.Start, l.Range.End, l.MaxParallelism)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // nativeEntry is entry i of the native API tests: keys in byte order,
@@ -204,7 +206,7 @@ func TestNativeDB(t *testing.T) {
 // a state, refused for an unknown state and once closed), the heap backend
 // has none.
 func TestNativeOf(t *testing.T) {
-	layout := Layout{MaxParallelism: 128, Range: KeyGroupRange{Start: 0, End: 127}}
+	layout := Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}}
 	states := []StateDesc{{Name: "a", Kind: KindValue}, {Name: "b", Kind: KindValue}}
 	heap, err := OpenHeap(layout, states)
 	if err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // TTLPrefix is the size of the big-endian last-access timestamp that starts
@@ -253,7 +255,7 @@ func (s *State) DeleteKeyGroups(start, end int) error {
 
 // ClipToRange deletes, in every state, the entries whose key group lies
 // outside r (after a restore from handles covering more key groups).
-func (op *Operator) ClipToRange(r KeyGroupRange) error {
+func (op *Operator) ClipToRange(r keygroups.Range) error {
 	last := 1<<(8*op.layout.Width()) - 1
 	for _, s := range op.states {
 		if r.Start > 0 {

@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // TestPrefixCursor compares PrefixCursor with Backend.Scan over bounded
 // ranges: batches cut between entries, an entry larger than the buffer,
 // early stops, absent prefixes, the empty prefix, memtable and SST data.
 func TestPrefixCursor(t *testing.T) {
-	layout := Layout{MaxParallelism: 128, Range: KeyGroupRange{Start: 0, End: 127}}
+	layout := Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}}
 	be, err := OpenRocksDB(t.TempDir(), layout, []StateDesc{{Name: "s", Kind: KindValue}}, RocksOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // familyOptions returns the options of column family cf in dir's newest
@@ -60,7 +62,7 @@ func familyOptions(t *testing.T, dir, cf string) map[string]string {
 // with every entry readable, by point read and by key-group scan.
 func TestRecordPrefixAtOpen(t *testing.T) {
 	for _, maxPar := range []int{128, 1024} {
-		layout := Layout{MaxParallelism: maxPar, Range: KeyGroupRange{0, maxPar - 1}}
+		layout := Layout{MaxParallelism: maxPar, Range: keygroups.Range{Start: 0, End: maxPar - 1}}
 		w := layout.Width()
 		states := []StateDesc{{Name: RecordStateName, Kind: KindMap}, {Name: "other", Kind: KindMap}}
 		name, err := RecordPrefixExtractor(w)

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 var testStates = []StateDesc{
@@ -51,7 +53,7 @@ func forBackends(t *testing.T, layout Layout, f func(t *testing.T, op *Operator,
 	}
 }
 
-var smallLayout = Layout{MaxParallelism: 128, Range: KeyGroupRange{0, 127}}
+var smallLayout = Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}}
 
 func mustState(t *testing.T, op *Operator, name string) *State {
 	t.Helper()
@@ -390,8 +392,8 @@ func TestMapAndMultiset(t *testing.T) {
 
 func TestKeyGroupRangeIterationAndClip(t *testing.T) {
 	for _, layout := range []Layout{
-		{MaxParallelism: 128, Range: KeyGroupRange{0, 127}},
-		{MaxParallelism: 4096, Range: KeyGroupRange{0, 4095}},
+		{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}},
+		{MaxParallelism: 4096, Range: keygroups.Range{Start: 0, End: 4095}},
 	} {
 		t.Run(fmt.Sprint(layout.MaxParallelism), func(t *testing.T) {
 			forBackends(t, layout, func(t *testing.T, op *Operator, _ *Clock) {
@@ -429,7 +431,7 @@ func TestKeyGroupRangeIterationAndClip(t *testing.T) {
 				if n := count(step+1, 2*step-1); n != 0 {
 					t.Fatalf("gap = %d", n)
 				}
-				r := KeyGroupRange{2 * step, 5*step - 1}
+				r := keygroups.Range{Start: 2 * step, End: 5*step - 1}
 				if err := op.ClipToRange(r); err != nil {
 					t.Fatal(err)
 				}
@@ -448,7 +450,7 @@ func TestLayoutValidation(t *testing.T) {
 	if PrefixWidth(128) != 1 || PrefixWidth(129) != 2 {
 		t.Fatal("prefix width")
 	}
-	for _, l := range []Layout{{0, KeyGroupRange{0, 0}}, {128, KeyGroupRange{5, 4}}, {128, KeyGroupRange{0, 128}}, {1 << 16, KeyGroupRange{0, 1}}} {
+	for _, l := range []Layout{{0, keygroups.Range{Start: 0, End: 0}}, {128, keygroups.Range{Start: 5, End: 4}}, {128, keygroups.Range{Start: 0, End: 128}}, {1 << 16, keygroups.Range{Start: 0, End: 1}}} {
 		if l.Validate() == nil {
 			t.Fatalf("layout %+v accepted", l)
 		}

@@ -46,7 +46,9 @@
 // bytes are stored inline in their slot with 0x80|len in the slot's last
 // byte. A NULL non-compact decimal or timestamp still reserves its
 // variable-length space (16 resp. 8 zero bytes), as generated Flink code
-// does. The supported SQL types are listed with Kind.
+// does. The supported SQL types are listed with Kind. RowBuilder writes
+// through RowWriter, the field-by-field writer that every BinaryRowData of
+// the module goes through (the engine's row codec uses it too).
 //
 // # Key groups → subtasks
 //

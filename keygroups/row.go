@@ -1,7 +1,6 @@
 package keygroups
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -154,7 +153,9 @@ func TimestampOf(t time.Time) Timestamp {
 }
 
 // RowKind is the change flag stored in a row's first byte
-// (org.apache.flink.types.RowKind.toByteValue).
+// (org.apache.flink.types.RowKind.toByteValue). It is the module's one row
+// kind: decoded rows (serde.Row), the engine's row header (rowcodec.Kind)
+// and join inputs (recordstore.Input) all carry it.
 type RowKind byte
 
 const (
@@ -186,13 +187,6 @@ func NullBitsWidth(arity int) int { return ((arity + 63 + 8) / 64) * 8 }
 // (BinaryRowData.calculateFixPartSizeInBytes): the size of a row whose
 // values all fit their slots.
 func FixedPartSize(arity int) int { return NullBitsWidth(arity) + 8*arity }
-
-// maxInlineBytes is BinaryFormat.MAX_FIX_PART_DATA_SIZE: strings and
-// binaries up to this length live inside their slot.
-const maxInlineBytes = 7
-
-// maxRowSize bounds a row: Flink sizes are Java ints.
-const maxRowSize = math.MaxInt32
 
 // RowBuilder writes BinaryRowData bytes for rows of a fixed schema. A
 // RowBuilder is not safe for concurrent use; it is cheap to create one per
@@ -241,179 +235,122 @@ func (b *RowBuilder) Append(dst []byte, values []any) ([]byte, error) {
 	if len(values) != len(b.types) {
 		return dst, fmt.Errorf("keygroups: row has %d fields, got %d values", len(b.types), len(values))
 	}
-	base := len(dst)
-	hdr := NullBitsWidth(len(b.types))
-	fixed := hdr + 8*len(b.types)
-	dst = append(dst, make([]byte, fixed)...)
-	dst[base] = byte(b.Kind)
+	var w RowWriter
+	w.Begin(dst, len(b.types), b.Kind)
 	for i, t := range b.types {
-		slot := base + hdr + 8*i
-		var err error
-		dst, err = b.writeField(dst, base, slot, i, t, values[i])
-		if err != nil {
-			clear(dst[base:])
-			return dst[:base], fmt.Errorf("keygroups: field %d (%s): %w", i, t, err)
+		if err := writeField(&w, i, t, values[i]); err != nil {
+			return w.Abort(), fmt.Errorf("keygroups: field %d (%s): %w", i, t, err)
 		}
-		if len(dst)-base > maxRowSize {
-			clear(dst[base:])
-			return dst[:base], fmt.Errorf("keygroups: row larger than %d bytes", maxRowSize)
+		if w.Len() > maxRowSize {
+			return w.Abort(), fmt.Errorf("keygroups: row larger than %d bytes", maxRowSize)
 		}
 	}
-	return dst, nil
+	return w.Finish()
 }
 
-func setNull(row []byte, base, i int) {
-	bit := i + 8
-	row[base+bit>>3] |= 1 << (bit & 7)
-}
-
-// putVar appends data to the variable-length part, zero-padded to a word,
-// and returns the grown row and data's offset from the row start.
-func putVar(dst []byte, base int, data []byte, reserve int) ([]byte, int) {
-	off := len(dst) - base
-	n := max(len(data), reserve)
-	rounded := (n + 7) &^ 7
-	dst = append(dst, data...)
-	dst = append(dst, make([]byte, rounded-len(data))...)
-	return dst, off
-}
-
-func (b *RowBuilder) writeField(dst []byte, base, slot, i int, t FieldType, v any) ([]byte, error) {
-	s := dst[slot : slot+8]
+// writeField converts v to field i's type t and writes it.
+func writeField(w *RowWriter, i int, t FieldType, v any) error {
 	if v == nil {
-		setNull(dst, base, i)
 		// Generated Flink code writes NULL non-compact decimals and
 		// timestamps through writeDecimal/writeTimestamp(null), which keeps
 		// their variable-length space (zeroed) and points the slot at it.
-		if !t.Compact() {
-			reserve := 8
-			if t.Kind == KindDecimal {
-				reserve = 16
-			}
-			var off int
-			dst, off = putVar(dst, base, nil, reserve)
-			binary.LittleEndian.PutUint64(dst[slot:], uint64(off)<<32)
+		switch {
+		case t.Compact():
+			w.SetNull(i)
+		case t.Kind == KindDecimal:
+			w.SetNullReserve(i, 16)
+		default:
+			w.SetNullReserve(i, 8)
 		}
-		return dst, nil
+		return nil
 	}
 	switch t.Kind {
 	case KindBoolean:
 		x, ok := v.(bool)
 		if !ok {
-			return dst, typeErr(v)
+			return typeErr(v)
 		}
-		if x {
-			s[0] = 1
-		}
+		w.PutBool(i, x)
 	case KindTinyInt:
 		x, err := intIn(v, math.MinInt8, math.MaxInt8)
 		if err != nil {
-			return dst, err
+			return err
 		}
-		s[0] = byte(x)
+		w.PutInt8(i, int8(x))
 	case KindSmallInt:
 		x, err := intIn(v, math.MinInt16, math.MaxInt16)
 		if err != nil {
-			return dst, err
+			return err
 		}
-		binary.LittleEndian.PutUint16(s, uint16(x))
+		w.PutInt16(i, int16(x))
 	case KindInt, KindDate, KindTime, KindIntervalYearMonth:
 		x, err := intIn(v, math.MinInt32, math.MaxInt32)
 		if err != nil {
-			return dst, err
+			return err
 		}
-		binary.LittleEndian.PutUint32(s, uint32(x))
+		w.PutInt32(i, int32(x))
 	case KindBigInt, KindIntervalDayTime:
 		x, err := intIn(v, math.MinInt64, math.MaxInt64)
 		if err != nil {
-			return dst, err
+			return err
 		}
-		binary.LittleEndian.PutUint64(s, uint64(x))
+		w.PutInt64(i, x)
 	case KindFloat:
-		var f float32
 		switch x := v.(type) {
 		case float32:
-			f = x
+			w.PutFloat32(i, x)
 		case float64:
-			f = float32(x)
+			w.PutFloat32(i, float32(x))
 		default:
-			return dst, typeErr(v)
+			return typeErr(v)
 		}
-		binary.LittleEndian.PutUint32(s, math.Float32bits(f))
 	case KindDouble:
-		var f float64
 		switch x := v.(type) {
 		case float64:
-			f = x
+			w.PutFloat64(i, x)
 		case float32:
-			f = float64(x)
+			w.PutFloat64(i, float64(x))
 		default:
-			return dst, typeErr(v)
+			return typeErr(v)
 		}
-		binary.LittleEndian.PutUint64(s, math.Float64bits(f))
 	case KindString, KindBytes:
-		var data []byte
 		switch x := v.(type) {
 		case string:
 			if len(x) > maxRowSize {
-				return dst, fmt.Errorf("value of %d bytes too long", len(x))
+				return fmt.Errorf("value of %d bytes too long", len(x))
 			}
-			if len(x) <= maxInlineBytes {
-				copy(s, x)
-				s[7] = 0x80 | byte(len(x))
-				return dst, nil
-			}
-			data = []byte(x)
+			w.PutBytes(i, []byte(x))
 		case []byte:
-			data = x
+			if len(x) > maxRowSize {
+				return fmt.Errorf("value of %d bytes too long", len(x))
+			}
+			w.PutBytes(i, x)
 		default:
-			return dst, typeErr(v)
+			return typeErr(v)
 		}
-		if len(data) > maxRowSize {
-			return dst, fmt.Errorf("value of %d bytes too long", len(data))
-		}
-		if len(data) <= maxInlineBytes {
-			copy(s, data)
-			s[7] = 0x80 | byte(len(data))
-			return dst, nil
-		}
-		var off int
-		dst, off = putVar(dst, base, data, 0)
-		binary.LittleEndian.PutUint64(dst[slot:], uint64(off)<<32|uint64(len(data)))
 	case KindTimestamp, KindTimestampLTZ:
 		ts, err := timestampOf(v)
 		if err != nil {
-			return dst, err
+			return err
 		}
-		if t.Compact() {
-			binary.LittleEndian.PutUint64(s, uint64(ts.Millis))
-			return dst, nil
-		}
-		var ms [8]byte
-		binary.LittleEndian.PutUint64(ms[:], uint64(ts.Millis))
-		var off int
-		dst, off = putVar(dst, base, ms[:], 0)
-		binary.LittleEndian.PutUint64(dst[slot:], uint64(off)<<32|uint64(ts.NanoOfMilli))
+		w.PutTimestamp(i, ts, t.Precision)
 	case KindDecimal:
 		u, err := unscaledOf(v)
 		if err != nil {
-			return dst, err
+			return err
 		}
 		if digits(u) > t.Precision {
-			return dst, fmt.Errorf("unscaled value %s has more than %d digits", u, t.Precision)
+			return fmt.Errorf("unscaled value %s has more than %d digits", u, t.Precision)
 		}
 		if t.Compact() {
-			binary.LittleEndian.PutUint64(s, uint64(u.Int64()))
-			return dst, nil
+			w.PutDecimal64(i, u.Int64())
+		} else {
+			w.PutDecimalBytes(i, javaBigIntegerBytes(u))
 		}
-		data := javaBigIntegerBytes(u)
-		var off int
-		dst, off = putVar(dst, base, data, 16)
-		binary.LittleEndian.PutUint64(dst[slot:], uint64(off)<<32|uint64(len(data)))
 	default:
-		return dst, fmt.Errorf("unsupported kind %s", t.Kind)
+		return fmt.Errorf("unsupported kind %s", t.Kind)
 	}
-	return dst, nil
+	return nil
 }
 
 func typeErr(v any) error { return fmt.Errorf("unsupported Go value %T", v) }

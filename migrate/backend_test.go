@@ -44,7 +44,7 @@ func bothStates(ttl time.Duration) []engine.StateDesc {
 
 func openBackend(t testing.TB, kind string, maxP int, clock *engine.Clock, states []engine.StateDesc) engine.Backend {
 	t.Helper()
-	layout := engine.Layout{MaxParallelism: maxP, Range: engine.KeyGroupRange{Start: 0, End: maxP - 1}}
+	layout := engine.Layout{MaxParallelism: maxP, Range: keygroups.Range{Start: 0, End: maxP - 1}}
 	var be engine.Backend
 	var err error
 	switch kind {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -563,7 +564,7 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 		}
 		infos[o.Name] = fi
 	}
-	layout := engine.Layout{MaxParallelism: r.m.MaxParallelism, Range: engine.KeyGroupRange{Start: st.StartKeyGroup, End: st.EndKeyGroup}}
+	layout := engine.Layout{MaxParallelism: r.m.MaxParallelism, Range: keygroups.Range{Start: st.StartKeyGroup, End: st.EndKeyGroup}}
 	if err := layout.Validate(); err != nil {
 		return nil, err
 	}
@@ -671,39 +672,25 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 }
 
 // fetch places source object o at dst: a hard link from a local store
-// (after checking its size and CRC-32C), else a verified download. It
-// returns the bytes downloaded.
+// (after checking its size and CRC-32C), else a verified download
+// (checkpoint.FetchObject). It returns the bytes downloaded.
 func (r *run) fetch(o checkpoint.Object, dst string) (int64, error) {
 	if root, ok := localRoot(r.src, r.opts.SrcLocalDir); ok {
 		p, err := localPath(root, o.Key)
 		if err != nil {
 			return 0, err
 		}
-		if err := verifyFile(p, o); err != nil {
+		if err := checkpoint.VerifyFile(p, o); err != nil {
 			return 0, fmt.Errorf("%w (%s/%s)", err, r.src, o.Key)
 		}
 		if err := os.Link(p, dst); err == nil {
 			return 0, nil
 		}
 	}
-	rc, err := r.src.Get(r.ctx, o.Key)
-	if err != nil {
-		return 0, fmt.Errorf("read %s/%s: %w", r.src, o.Key, err)
+	if err := checkpoint.FetchObject(r.ctx, r.src, o, dst); err != nil {
+		return 0, fmt.Errorf("source object: %w", err)
 	}
-	defer rc.Close()
-	f, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	n, err := io.Copy(f, s3.VerifyingReader(io.LimitReader(rc, o.Size+1), o.Size, o.CRC))
-	if err == nil && n != o.Size {
-		err = fmt.Errorf("%d bytes, manifest says %d", n, o.Size)
-	}
-	if err != nil {
-		return n, fmt.Errorf("source object %s/%s is corrupt or unreadable: %w", r.src, o.Key, err)
-	}
-	return n, f.Close()
+	return o.Size, nil
 }
 
 func localPath(root, key string) (string, error) {
@@ -723,24 +710,6 @@ func localRoot(st s3.Storage, dir string) (string, bool) {
 		return l.Root(), true
 	}
 	return "", false
-}
-
-// verifyFile checks a local file's size and CRC-32C against the manifest.
-func verifyFile(p string, o checkpoint.Object) error {
-	f, err := os.Open(p)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	h := crc32.New(s3.Castagnoli)
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", o.Key, err)
-	}
-	if n != o.Size || h.Sum32() != o.CRC {
-		return fmt.Errorf("%w: %s has %d bytes with CRC-32C %08x, manifest says %d bytes, %08x", checkpoint.ErrCorrupt, o.Key, n, h.Sum32(), o.Size, o.CRC)
-	}
-	return nil
 }
 
 // conversion streams one subtask's bucket entries (merged with records
@@ -1183,8 +1152,6 @@ func (r *run) publish(md *savepoint.Metadata, subs []checkpoint.Subtask, uploade
 		return err
 	}
 	op := md.Operators[0]
-	root := checkpoint.StoreURI(r.dst.String())
-	dir := checkpoint.Dir(r.id) + "/"
 	bySub := map[int]*checkpoint.Subtask{}
 	for i := range subs {
 		bySub[subs[i].Index] = &subs[i]
@@ -1201,16 +1168,7 @@ func (r *run) publish(md *savepoint.Metadata, subs []checkpoint.Subtask, uploade
 		nh := *h
 		nh.BackendID = s.BackendID
 		nh.CheckpointedSize = uploaded[i]
-		nh.Meta = &savepoint.StreamHandle{Tag: savepoint.TagByteStream, Name: root + "/" + dir + fmt.Sprintf("task-%d/_meta", s.Index), Data: meta}
-		nh.Shared, nh.Private = nil, nil
-		for _, f := range s.Shared {
-			nh.Shared = append(nh.Shared, savepoint.NamedStream{Name: f.Name,
-				Handle: &savepoint.StreamHandle{Tag: savepoint.TagFile, Path: root + "/" + f.Key, Size: f.Size}})
-		}
-		for _, f := range s.Private {
-			nh.Private = append(nh.Private, savepoint.NamedStream{Name: f.Name,
-				Handle: &savepoint.StreamHandle{Tag: savepoint.TagRelativeFile, Path: strings.TrimPrefix(f.Key, dir), Size: f.Size}})
-		}
+		checkpoint.SetHandleStreams(&nh, r.dst.String(), r.id, s, meta)
 		ss.ManagedKeyed = &nh
 	}
 	mdBytes, err := savepoint.EncodeMetadata(md)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -34,7 +35,7 @@ type srcFixture struct {
 	store  *s3.Local
 	clock  *engine.Clock
 	maxP   int
-	ranges []engine.KeyGroupRange
+	ranges []keygroups.Range
 }
 
 func fixtureStates() []engine.StateDesc {
@@ -53,7 +54,7 @@ func makeSourceN(t testing.TB, seed uint64, flushEvery int, corrupt func(be engi
 	t.Helper()
 	ctx := context.Background()
 	f := &srcFixture{dir: filepath.Join(t.TempDir(), "src"), clock: engine.NewManualClock(5_000_000), maxP: 128,
-		ranges: []engine.KeyGroupRange{{Start: 0, End: 63}, {Start: 64, End: 127}}}
+		ranges: []keygroups.Range{{Start: 0, End: 63}, {Start: 64, End: 127}}}
 	var err error
 	if f.store, err = s3.NewLocal(f.dir); err != nil {
 		t.Fatal(err)
@@ -369,6 +370,17 @@ func TestCheckpointCorruptSource(t *testing.T) {
 		if _, err := dst.Stat(ctx, checkpoint.MetadataKey(1)); !s3.IsNotExist(err) {
 			t.Fatalf("destination has _metadata after a failed migration: %v", err)
 		}
+		// The same object downloaded (a store that is not a local
+		// directory) fails the download's check.
+		dst2, _ := s3.NewLocal(filepath.Join(t.TempDir(), "dst2"))
+		_, err = Checkpoint(ctx, s3.WithCounters(f.store, &s3.Counters{}), dst2, Options{WorkDir: t.TempDir()})
+		if !errors.Is(err, checkpoint.ErrCorrupt) || !strings.Contains(err.Error(), victim) {
+			t.Fatalf("download: want checkpoint.ErrCorrupt naming %s, got %v", victim, err)
+		}
+		t.Logf("download: %v", err)
+		if _, err := dst2.Stat(ctx, checkpoint.MetadataKey(1)); !s3.IsNotExist(err) {
+			t.Fatalf("destination has _metadata after a failed migration: %v", err)
+		}
 	})
 	t.Run("bucket value", func(t *testing.T) {
 		f := makeSource(t, 4, func(be engine.Backend) {
@@ -400,7 +412,7 @@ func TestCheckpointCorruptSource(t *testing.T) {
 func TestCheckpointHugeBucket(t *testing.T) {
 	ctx := context.Background()
 	src, _ := s3.NewLocal(filepath.Join(t.TempDir(), "src"))
-	layout := engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
+	layout := engine.Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}}
 	be, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), "db"), layout, fixtureStates(), engine.RocksOptions{})
 	if err != nil {
 		t.Fatal(err)

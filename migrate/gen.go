@@ -100,10 +100,10 @@ func GenerateCheckpoint(ctx context.Context, st s3.Storage, cfg GenConfig) (*Gen
 	}
 	width := engine.PrefixWidth(cfg.MaxParallelism)
 	byTask := make([][]bkey, cfg.Subtasks)
-	ranges := make([]engine.KeyGroupRange, cfg.Subtasks)
+	ranges := make([]keygroups.Range, cfg.Subtasks)
 	for i := range ranges {
 		r := keygroups.RangeForSubtask(cfg.MaxParallelism, cfg.Subtasks, i)
-		ranges[i] = engine.KeyGroupRange{Start: r.Start, End: r.End}
+		ranges[i] = r
 	}
 	taskOf := func(kg int) int { return keygroups.SubtaskForKeyGroup(cfg.MaxParallelism, cfg.Subtasks, kg) }
 	for i, n := range perKey {

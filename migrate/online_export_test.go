@@ -92,9 +92,9 @@ func (g *exGen) bundle(n int) []recordstore.Input {
 		if err != nil {
 			g.t.Fatal(err)
 		}
-		kind := recordstore.Insert
+		kind := keygroups.Insert
 		if g.rng.IntN(4) == 0 {
-			kind = recordstore.Delete
+			kind = keygroups.Delete
 		}
 		in = append(in, recordstore.Input{Side: side, Kind: kind, Key: key, Row: row[8:]})
 	}

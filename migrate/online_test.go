@@ -12,6 +12,7 @@ import (
 
 	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
 )
@@ -35,16 +36,16 @@ func logicalOf(t testing.TB, js recordstore.JoinState) []recordstore.LogicalGrou
 }
 
 type joinOut struct {
-	kind        recordstore.RowKind
+	kind        keygroups.RowKind
 	left, right string
 }
 
 func randomInputs(rng *rand.Rand, t testing.TB, n, keys int) []recordstore.Input {
 	var in []recordstore.Input
 	for i := 0; i < n; i++ {
-		kind := recordstore.Insert
+		kind := keygroups.Insert
 		if rng.IntN(4) == 0 {
-			kind = recordstore.Delete
+			kind = keygroups.Delete
 		}
 		in = append(in, recordstore.Input{Side: recordstore.Side(rng.IntN(2)), Kind: kind,
 			Key: testKey(t, int64(rng.IntN(keys))), Row: testRow(int64(rng.IntN(30)), rng.IntN(20))})

@@ -27,7 +27,7 @@ func TestCheckpointRestoreAcrossPrefixBloom(t *testing.T) {
 	ctx := context.Background()
 	store := s3.NewMem()
 	root := t.TempDir()
-	full := engine.KeyGroupRange{Start: 0, End: 127}
+	full := keygroups.Range{Start: 0, End: 127}
 	layout := engine.Layout{MaxParallelism: 128, Range: full}
 	clock := engine.NewManualClock(1_000_000)
 	ropts := engine.RocksOptions{Clock: clock, WriteBufferSize: 256 << 10}
@@ -64,7 +64,7 @@ func TestCheckpointRestoreAcrossPrefixBloom(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	restore := func(id int64, rng engine.KeyGroupRange, name string) engine.Backend {
+	restore := func(id int64, rng keygroups.Range, name string) engine.Backend {
 		t.Helper()
 		be, _, err := checkpoint.Restore(ctx, store, id, rng, filepath.Join(root, name), checkpoint.RestoreOptions{Rocks: ropts, TidyBeforeReturn: true})
 		if err != nil {
@@ -106,7 +106,7 @@ func TestCheckpointRestoreAcrossPrefixBloom(t *testing.T) {
 	}
 	var union []string
 	for i, r := range keygroups.Ranges(128, 2) {
-		be := restore(2, engine.KeyGroupRange{Start: r.Start, End: r.End}, fmt.Sprintf("p2-%d", i))
+		be := restore(2, r, fmt.Sprintf("p2-%d", i))
 		union = append(union, logical(be, false)...)
 	}
 	sort.Strings(union)

@@ -6,28 +6,15 @@ import (
 	"errors"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 )
-
-// RowKind is the change kind of an input or output row.
-type RowKind uint8
-
-// Inner joins see and produce inserts (+I) and retractions (-D).
-const (
-	Insert RowKind = iota
-	Delete
-)
-
-func (k RowKind) String() string {
-	if k == Delete {
-		return "-D"
-	}
-	return "+I"
-}
 
 // Input is one row arriving at a join input.
 type Input struct {
 	Side Side
-	Kind RowKind
+	// Kind is keygroups.Insert (+I) or keygroups.Delete (-D, a
+	// retraction): inner joins see and produce only these.
+	Kind keygroups.RowKind
 	Key  []byte // equality key (BinaryRowData bytes)
 	Row  []byte // row payload (compact row encoding, no TTL prefix)
 }
@@ -35,7 +22,7 @@ type Input struct {
 // Output is one joined row. Left and Right are valid only during the chunk
 // callback.
 type Output struct {
-	Kind        RowKind
+	Kind        keygroups.RowKind // the input row's kind
 	Left, Right []byte
 }
 
@@ -145,7 +132,7 @@ func (j *Join) run(inputs []Input) error {
 			return err
 		}
 		delta := int64(1)
-		if kind == Delete {
+		if kind == keygroups.Delete {
 			delta = -1
 		}
 		if _, err := j.st.Add(in.Side, in.Key, in.Row, delta); err != nil {
@@ -157,7 +144,7 @@ func (j *Join) run(inputs []Input) error {
 
 // push copies one output row into the pending chunk, charging its bytes
 // to the pool; a full chunk, or a refused charge, drains first.
-func (j *Join) push(kind RowKind, l, r []byte) error {
+func (j *Join) push(kind keygroups.RowKind, l, r []byte) error {
 	if len(j.out) >= j.chunk {
 		if err := j.drain(); err != nil {
 			return err

@@ -76,7 +76,7 @@ type env struct {
 
 func openEnv(t testing.TB, backend string, l Layout, ttl time.Duration, opts Options) *env {
 	t.Helper()
-	layout := engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
+	layout := engine.Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}}
 	clock := engine.NewManualClock(1_000_000)
 	states := []engine.StateDesc{StateDesc(l, ttl)}
 	var be engine.Backend
@@ -140,7 +140,7 @@ func (r *refJoin) process(now int64, in []Input) []string {
 			delete(r.rows, k)
 			x = nil
 		}
-		if i.Kind == Insert {
+		if i.Kind == keygroups.Insert {
 			if x == nil {
 				x = &refRow{}
 				r.rows[k] = x
@@ -173,7 +173,7 @@ func (r *refJoin) logical(now int64, maxP int) []string {
 	return out
 }
 
-func outString(k RowKind, l, r []byte) string { return fmt.Sprintf("%s %x | %x", k, l, r) }
+func outString(k keygroups.RowKind, l, r []byte) string { return fmt.Sprintf("%s %x | %x", k, l, r) }
 
 func dumpLogical(t testing.TB, st JoinState) []string {
 	t.Helper()
@@ -217,7 +217,7 @@ func randomStream(t testing.TB, seed uint64, bundles, perBundle, pad int) stream
 		for i := 0; i < perBundle; i++ {
 			if len(sent) > 0 && rng.IntN(4) == 0 {
 				x := sent[rng.IntN(len(sent))]
-				x.Kind = Delete
+				x.Kind = keygroups.Delete
 				in = append(in, x)
 				continue
 			}
@@ -225,7 +225,7 @@ func randomStream(t testing.TB, seed uint64, bundles, perBundle, pad int) stream
 			if rng.IntN(3) == 0 {
 				k = int64(rng.IntN(3)) // hot
 			}
-			x := Input{Side: Side(rng.IntN(2)), Kind: Insert, Key: joinKey(t, k), Row: payload(t, int64(rng.IntN(6)), pad*rng.IntN(2))}
+			x := Input{Side: Side(rng.IntN(2)), Kind: keygroups.Insert, Key: joinKey(t, k), Row: payload(t, int64(rng.IntN(6)), pad*rng.IntN(2))}
 			in = append(in, x)
 			sent = append(sent, x)
 		}
@@ -361,12 +361,12 @@ func uniqueStream(t testing.TB, seed uint64, bundles, perBundle int) stream {
 				j := rng.IntN(len(live))
 				x := live[j]
 				live = append(live[:j], live[j+1:]...)
-				x.Kind = Delete
+				x.Kind = keygroups.Delete
 				in = append(in, x)
 				continue
 			}
 			id++
-			x := Input{Side: Side(rng.IntN(2)), Kind: Insert, Key: joinKey(t, int64(rng.IntN(12))), Row: payload(t, id, 8)}
+			x := Input{Side: Side(rng.IntN(2)), Kind: keygroups.Insert, Key: joinKey(t, int64(rng.IntN(12))), Row: payload(t, id, 8)}
 			in = append(in, x)
 			live = append(live, x)
 		}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // TestRecordPrefixExtractorMatchesKeyLayout checks the native extractor
@@ -96,7 +97,7 @@ func varKeyStream(seed uint64, bundles, perBundle int) stream {
 		for i := 0; i < perBundle; i++ {
 			if len(sent) > 0 && rng.IntN(4) == 0 {
 				x := sent[rng.IntN(len(sent))]
-				x.Kind = Delete
+				x.Kind = keygroups.Delete
 				in = append(in, x)
 				continue
 			}
@@ -105,7 +106,7 @@ func varKeyStream(seed uint64, bundles, perBundle int) stream {
 				k = keys[rng.IntN(3)]
 			}
 			row := bytes.Repeat([]byte{byte(rng.IntN(6))}, []int{1, 3, 30}[rng.IntN(3)])
-			x := Input{Side: Side(rng.IntN(2)), Kind: Insert, Key: k, Row: row}
+			x := Input{Side: Side(rng.IntN(2)), Kind: keygroups.Insert, Key: k, Row: row}
 			in = append(in, x)
 			sent = append(sent, x)
 		}
@@ -127,7 +128,7 @@ func varKeyStream(seed uint64, bundles, perBundle int) stream {
 // reference model's at every step, whichever files carry prefix filters.
 func TestPrefixBloomAcrossReopen(t *testing.T) {
 	dir := t.TempDir()
-	layout := engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
+	layout := engine.Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}}
 	clock := engine.NewManualClock(1_000_000)
 	states := []engine.StateDesc{StateDesc(LayoutRecord, testTTL)}
 	open := func(noBloom bool) (engine.Backend, JoinState) {

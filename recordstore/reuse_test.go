@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // buildGroup inserts n distinct right rows of pad bytes under one key, in
@@ -17,7 +18,7 @@ func buildGroup(t *testing.T, j *Join, key []byte, n, pad int) {
 	for lo := 0; lo < n; lo += 5000 {
 		var in []Input
 		for i := lo; i < min(n, lo+5000); i++ {
-			in = append(in, Input{Side: Right, Kind: Insert, Key: key, Row: payload(t, int64(i), pad)})
+			in = append(in, Input{Side: Right, Kind: keygroups.Insert, Key: key, Row: payload(t, int64(i), pad)})
 		}
 		if err := j.ProcessBundle(in, func([]Output) error { t.Fatal("output while building"); return nil }); err != nil {
 			t.Fatal(err)
@@ -28,7 +29,7 @@ func buildGroup(t *testing.T, j *Join, key []byte, n, pad int) {
 func probeBundle(t *testing.T, key []byte, probes int) []Input {
 	var in []Input
 	for i := 0; i < probes; i++ {
-		in = append(in, Input{Side: Left, Kind: Insert, Key: key, Row: payload(t, int64(1_000_000+i), 8)})
+		in = append(in, Input{Side: Left, Kind: keygroups.Insert, Key: key, Row: payload(t, int64(1_000_000+i), 8)})
 	}
 	return in
 }
@@ -105,7 +106,7 @@ func TestSmallPoolLazyBoundedChunks(t *testing.T) {
 			key := joinKey(t, 7)
 			buildGroup(t, j, key, rows, 32)
 			in := probeBundle(t, key, 3)
-			in = append(in, Input{Side: Right, Kind: Delete, Key: key, Row: payload(t, 5, 32)})
+			in = append(in, Input{Side: Right, Kind: keygroups.Delete, Key: key, Row: payload(t, 5, 32)})
 			in = append(in, probeBundle(t, key, 1)...)
 			var total int64
 			err := j.ProcessBundle(in, func(chunk []Output) error {
@@ -147,7 +148,7 @@ func TestCheckFindsEveryProblem(t *testing.T) {
 			j := NewJoin(e.st, JoinOptions{})
 			var in []Input
 			for k := int64(0); k < 20; k++ {
-				in = append(in, Input{Side: Left, Kind: Insert, Key: joinKey(t, k), Row: payload(t, k, 4)})
+				in = append(in, Input{Side: Left, Kind: keygroups.Insert, Key: joinKey(t, k), Row: payload(t, k, 4)})
 			}
 			if err := j.ProcessBundle(in, func([]Output) error { return nil }); err != nil {
 				t.Fatal(err)

@@ -274,7 +274,7 @@ func writeSynth(t *testing.T, rng *rand.Rand, dir string, sp synthSpec) int {
 			continue
 		}
 		var buf bytes.Buffer
-		w, err := flinkwrite.NewKeyedWriter(&buf, hdr, flinkwrite.KeyGroupRange{Start: r.Start, End: r.End}, sp.maxP)
+		w, err := flinkwrite.NewKeyedWriter(&buf, hdr, r, sp.maxP)
 		if err != nil {
 			t.Fatal(err)
 		}

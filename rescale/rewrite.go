@@ -373,7 +373,7 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int, kind Op
 			return bytes.Compare(es[a].key, es[b].key) < 0
 		})
 		var buf bytes.Buffer
-		kw, err := flinkwrite.NewKeyedWriter(&buf, hdr, flinkwrite.KeyGroupRange{Start: r.Start, End: r.End}, newMaxP)
+		kw, err := flinkwrite.NewKeyedWriter(&buf, hdr, r, newMaxP)
 		if err != nil {
 			return nil, stats, err
 		}

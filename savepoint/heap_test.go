@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 )
@@ -111,7 +112,7 @@ func TestProbeParsesBothWays(t *testing.T) {
 		states = append(states, flinkwrite.KeyedStateMeta(fmt.Sprintf("s%d", i), flinkwrite.KindValue, flinkwrite.VoidNamespaceSnapshot, flinkwrite.LongSnapshot))
 	}
 	h := flinkwrite.Header{KeySerializer: flinkwrite.ByteSnapshot, States: states}
-	rng := flinkwrite.KeyGroupRange{Start: 0, End: 3}
+	rng := keygroups.Range{Start: 0, End: 3}
 	var cb, hb bytes.Buffer
 	cw, err := flinkwrite.NewKeyedWriter(&cb, h, rng, 128)
 	if err != nil {

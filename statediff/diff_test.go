@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/rescale"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -156,7 +157,7 @@ func mutateOne(t *testing.T, fx, op, state string) (string, int) {
 		start, end := h.KeyGroupRange()
 		var buf bytes.Buffer
 		w, err := flinkwrite.NewKeyedWriter(&buf, flinkwrite.Header{Compressed: hdr.Compressed, Raw: hdr.Raw, RawNumStates: len(hdr.States)},
-			flinkwrite.KeyGroupRange{Start: start, End: end}, int(o.MaxParallelism))
+			keygroups.Range{Start: start, End: end}, int(o.MaxParallelism))
 		if err != nil {
 			t.Fatal(err)
 		}

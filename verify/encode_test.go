@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"testing"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
@@ -12,9 +13,9 @@ func TestAppendValueDistinguishes(t *testing.T) {
 	vals := []any{
 		nil, true, false, int8(1), int16(1), serde.Char(1), int32(1), int64(1), float32(1), float64(1),
 		"1", []byte("1"), "", []byte{},
-		&serde.Row{Kind: serde.Insert, Fields: []serde.Value{int32(1), "a"}},
-		&serde.Row{Kind: serde.Insert, Fields: []serde.Value{int32(1), "a", nil}},
-		&serde.Row{Kind: serde.Insert, Fields: []serde.Value{"a", int32(1)}},
+		&serde.Row{Kind: keygroups.Insert, Fields: []serde.Value{int32(1), "a"}},
+		&serde.Row{Kind: keygroups.Insert, Fields: []serde.Value{int32(1), "a", nil}},
+		&serde.Row{Kind: keygroups.Insert, Fields: []serde.Value{"a", int32(1)}},
 		serde.Tuple{int32(1), "a"}, serde.List{int32(1), "a"}, serde.List{serde.List{int32(1)}, "a"},
 		&serde.TTLValue{LastAccess: 5, Value: int64(1)}, &serde.TTLValue{LastAccess: 6, Value: int64(1)},
 		serde.Map{{Key: "a", Value: int32(1)}}, serde.Map{{Key: "a", Value: int32(2)}},

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
@@ -244,4 +245,53 @@ func BenchmarkAggregateState(b *testing.B) {
 		rec.Release()
 	}
 	b.SetBytes(int64(len(a.Buf)))
+}
+
+// BenchmarkToBinaryRow converts 4096 values to BinaryRowData (what a
+// canonical savepoint does per value), into a reused buffer.
+func BenchmarkToBinaryRow(b *testing.B) {
+	mixed := arrow.NewSchema([]arrow.Field{
+		{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "n", Type: arrow.PrimitiveTypes.Int32, Nullable: true},
+		{Name: "name", Type: arrow.BinaryTypes.String},
+		{Name: "ts", Type: &arrow.TimestampType{Unit: arrow.Microsecond}},
+		{Name: "amount", Type: &arrow.Decimal128Type{Precision: 28, Scale: 2}},
+	}, nil)
+	var mixedRows [][]any
+	for i := range benchRows {
+		var n any
+		if i%3 != 0 {
+			n = int32(i)
+		}
+		mixedRows = append(mixedRows, []any{int64(i), n, strings.Repeat("x", i%20), arrow.Timestamp(int64(i) * 1_000_003), decimal128.FromI64(int64(i) * 12345)})
+	}
+	for _, bc := range append(benchCases(), benchCase{"mixed", mixed, mixedRows}) {
+		c, err := NewCodec(bc.schema)
+		if err != nil {
+			b.Fatal(err)
+		}
+		f, err := NewFlinkRow(c)
+		if err != nil {
+			b.Fatal(err)
+		}
+		var vals [][]byte
+		for _, r := range bc.rows {
+			v, err := c.EncodeRow(nil, 0, r)
+			if err != nil {
+				b.Fatal(err)
+			}
+			vals = append(vals, v)
+		}
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var out []byte
+			for b.Loop() {
+				for _, v := range vals {
+					if out, _, err = f.ToBinaryRow(out[:0], v); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
 }

@@ -44,32 +44,9 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
-
-// RowKind is the change flag in byte 0 of a BinaryRowData.
-type RowKind byte
-
-// Flink's RowKind byte values (part of Flink's format).
-const (
-	RowKindInsert       RowKind = 0 // +I
-	RowKindUpdateBefore RowKind = 1 // -U
-	RowKindUpdateAfter  RowKind = 2 // +U
-	RowKindDelete       RowKind = 3 // -D
-)
-
-func (k RowKind) String() string {
-	switch k {
-	case RowKindInsert:
-		return "+I"
-	case RowKindUpdateBefore:
-		return "-U"
-	case RowKindUpdateAfter:
-		return "+U"
-	case RowKindDelete:
-		return "-D"
-	}
-	return fmt.Sprintf("RowKind(%d)", byte(k))
-}
 
 // fslot says how one field maps to a BinaryRowData slot.
 type fslot uint8
@@ -98,7 +75,7 @@ type FlinkRow struct {
 // NewFlinkRow returns a converter for c's schema, or ErrUnsupportedType if
 // a top-level field has no BinaryRowData mapping listed above.
 func NewFlinkRow(c *Codec) (*FlinkRow, error) {
-	f := &FlinkRow{c: c, w: flinkHeaderSize(len(c.fields))}
+	f := &FlinkRow{c: c, w: keygroups.NullBitsWidth(len(c.fields))}
 	for _, n := range c.fields {
 		var s fslot
 		var unit arrow.TimeUnit
@@ -140,18 +117,8 @@ func NewFlinkRow(c *Codec) (*FlinkRow, error) {
 	return f, nil
 }
 
-func flinkHeaderSize(n int) int { return ((n + 63 + 8) / 64) * 8 }
-
 // FixedSize is the size of the header and slots, the smallest valid row.
 func (f *FlinkRow) FixedSize() int { return f.w + 8*len(f.slots) }
-
-// pad8 zero-pads b so the row that starts at base ends 8-byte aligned.
-func pad8(b []byte, base int) []byte {
-	for (len(b)-base)%8 != 0 {
-		b = append(b, 0)
-	}
-	return b
-}
 
 const (
 	millisPerSec  = 1000
@@ -164,37 +131,35 @@ const (
 // package: TTL prefix and row) to dst, and returns the value's TTL. The TTL
 // is not part of the row; Flink keeps it in a TtlValue around the row. The
 // row kind (byte 0) is the one recorded in value's header byte (see Kind).
+// The row is written through keygroups.RowWriter.
 func (f *FlinkRow) ToBinaryRow(dst, value []byte) ([]byte, int64, error) {
 	r := reader{b: value}
 	if err := f.c.validate(&r); err != nil {
 		return dst, 0, err
 	}
-	kind := Kind(value)
 	r.pos = 0
 	bm, _ := f.c.header(&r)
-	base := len(dst)
-	out := append(dst, make([]byte, f.FixedSize())...)
-	out[base] = byte(kind)
+	var w keygroups.RowWriter
+	w.Begin(dst, len(f.slots), Kind(value))
 	b := value
 	for i, n := range f.c.fields {
 		if isNullBit(bm, i) {
-			out[base+(i+8)>>3] |= 1 << (uint(i+8) & 7)
+			w.SetNull(i)
 			continue
 		}
-		slot := base + f.w + 8*i
 		p := r.pos
 		switch f.slots[i] {
 		case fsByte:
-			out[slot] = b[p]
+			w.PutInt8(i, int8(b[p]))
 			r.pos++
 		case fsShort:
-			copy(out[slot:slot+2], b[p:p+2])
+			w.PutInt16(i, int16(binary.LittleEndian.Uint16(b[p:])))
 			r.pos += 2
 		case fsInt:
-			copy(out[slot:slot+4], b[p:p+4])
+			w.PutInt32(i, int32(binary.LittleEndian.Uint32(b[p:])))
 			r.pos += 4
 		case fsLong:
-			copy(out[slot:slot+8], b[p:p+8])
+			w.PutInt64(i, int64(binary.LittleEndian.Uint64(b[p:])))
 			r.pos += 8
 		case fsTsCompact:
 			v := int64(binary.LittleEndian.Uint64(b[p:]))
@@ -202,31 +167,30 @@ func (f *FlinkRow) ToBinaryRow(dst, value []byte) ([]byte, int64, error) {
 			if f.unit[i] == arrow.Second {
 				hi, lo := bits.Mul64(uint64(absI64(v)), millisPerSec)
 				if hi != 0 || lo > math.MaxInt64 {
-					return dst, 0, &DecodeError{Offset: p, Field: n.name, Err: fmt.Errorf("%w: timestamp %ds overflows milliseconds", ErrCorrupt, v)}
+					return w.Abort(), 0, &DecodeError{Offset: p, Field: n.name, Err: fmt.Errorf("%w: timestamp %ds overflows milliseconds", ErrCorrupt, v)}
 				}
 				v *= millisPerSec
 			}
-			binary.LittleEndian.PutUint64(out[slot:], uint64(v))
+			w.PutTimestamp(i, keygroups.Timestamp{Millis: v}, 3)
 		case fsTsWide:
 			v := int64(binary.LittleEndian.Uint64(b[p:]))
 			r.pos += 8
-			var ms, nano int64
+			var ts keygroups.Timestamp
+			precision := 9
 			if f.unit[i] == arrow.Microsecond {
-				ms, nano = floorDiv(v, microsPerMs), floorMod(v, microsPerMs)*1000
+				ts.Millis, ts.NanoOfMilli, precision = floorDiv(v, microsPerMs), int32(floorMod(v, microsPerMs)*1000), 6
 			} else {
-				ms, nano = floorDiv(v, nanosPerMs), floorMod(v, nanosPerMs)
+				ts.Millis, ts.NanoOfMilli = floorDiv(v, nanosPerMs), int32(floorMod(v, nanosPerMs))
 			}
-			off := len(out) - base
-			out = binary.LittleEndian.AppendUint64(out, uint64(ms))
-			binary.LittleEndian.PutUint64(out[slot:], uint64(off)<<32|uint64(nano))
+			w.PutTimestamp(i, ts, precision)
 		case fsDecCompact:
 			lo := binary.LittleEndian.Uint64(b[p:])
 			hi := int64(binary.LittleEndian.Uint64(b[p+8:]))
 			r.pos += 16
 			if hi != int64(lo)>>63 {
-				return dst, 0, &DecodeError{Offset: p, Field: n.name, Err: fmt.Errorf("%w: decimal does not fit its precision", ErrCorrupt)}
+				return w.Abort(), 0, &DecodeError{Offset: p, Field: n.name, Err: fmt.Errorf("%w: decimal does not fit its precision", ErrCorrupt)}
 			}
-			binary.LittleEndian.PutUint64(out[slot:], lo)
+			w.PutDecimal64(i, int64(lo))
 		case fsDecWide:
 			lo := binary.LittleEndian.Uint64(b[p:])
 			hi := binary.LittleEndian.Uint64(b[p+8:])
@@ -234,31 +198,21 @@ func (f *FlinkRow) ToBinaryRow(dst, value []byte) ([]byte, int64, error) {
 			var be [16]byte
 			binary.BigEndian.PutUint64(be[:8], hi)
 			binary.BigEndian.PutUint64(be[8:], lo)
-			mag := minimalTwosComplement(be[:])
-			off := len(out) - base
-			out = append(out, mag...)
-			out = append(out, make([]byte, 16-len(mag))...)
-			binary.LittleEndian.PutUint64(out[slot:], uint64(off)<<32|uint64(len(mag)))
+			w.PutDecimalBytes(i, minimalTwosComplement(be[:]))
 		case fsBytes:
 			l, k := binary.Uvarint(b[p:])
 			s := b[p+k : p+k+int(l)]
 			r.pos = p + k + int(l)
-			if len(s) <= inlineMaxSize {
-				copy(out[slot:slot+7], s)
-				out[slot+7] = 0x80 | byte(len(s))
-				break
-			}
 			if uint64(len(s)) > math.MaxInt32 {
-				return dst, 0, &DecodeError{Offset: p, Field: n.name, Err: fmt.Errorf("%w: %d-byte field too large for BinaryRowData", ErrCorrupt, len(s))}
+				return w.Abort(), 0, &DecodeError{Offset: p, Field: n.name, Err: fmt.Errorf("%w: %d-byte field too large for BinaryRowData", ErrCorrupt, len(s))}
 			}
-			off := len(out) - base
-			out = pad8(append(out, s...), base)
-			binary.LittleEndian.PutUint64(out[slot:], uint64(off)<<32|uint64(len(s)))
+			w.PutBytes(i, s)
 		}
 	}
-	if len(out)-base > math.MaxInt32 {
-		return dst, 0, fmt.Errorf("%w: row of %d bytes too large for BinaryRowData", ErrCorrupt, len(out)-base)
+	if w.Len() > math.MaxInt32 {
+		return w.Abort(), 0, fmt.Errorf("%w: row of %d bytes too large for BinaryRowData", ErrCorrupt, w.Len())
 	}
+	out, _ := w.Finish()
 	return out, TTL(value), nil
 }
 
@@ -293,16 +247,16 @@ func floorMod(a, b int64) int64 { return a - floorDiv(a, b)*b }
 // is kept in the value's header byte (and returned). Every offset
 // and length in brow is checked against its size; errors are *DecodeError
 // with the byte offset inside brow.
-func (f *FlinkRow) FromBinaryRow(dst []byte, ttl int64, brow []byte) ([]byte, RowKind, error) {
+func (f *FlinkRow) FromBinaryRow(dst []byte, ttl int64, brow []byte) ([]byte, keygroups.RowKind, error) {
 	n := len(f.slots)
-	fail := func(off int, field string, format string, args ...any) ([]byte, RowKind, error) {
+	fail := func(off int, field string, format string, args ...any) ([]byte, keygroups.RowKind, error) {
 		return dst, 0, &DecodeError{Offset: off, Field: field, Err: fmt.Errorf("%w: BinaryRowData: %s", ErrCorrupt, fmt.Sprintf(format, args...))}
 	}
 	if len(brow) < f.FixedSize() {
 		return dst, 0, &DecodeError{Offset: len(brow), Err: fmt.Errorf("%w: BinaryRowData of %d fields needs %d bytes, have %d", ErrTruncated, n, f.FixedSize(), len(brow))}
 	}
-	kind := RowKind(brow[0])
-	if kind > RowKindDelete {
+	kind := keygroups.RowKind(brow[0])
+	if kind > keygroups.Delete {
 		return fail(0, "", "row kind byte %d", brow[0])
 	}
 	// Null bits past the arity must be clear.

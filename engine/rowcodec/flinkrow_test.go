@@ -14,6 +14,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 func mustFlinkRow(t *testing.T, fields ...arrow.Field) (*Codec, *FlinkRow) {
@@ -29,7 +30,7 @@ func mustFlinkRow(t *testing.T, fields ...arrow.Field) (*Codec, *FlinkRow) {
 	return c, f
 }
 
-func toBinary(t *testing.T, c *Codec, f *FlinkRow, kind RowKind, row []any) []byte {
+func toBinary(t *testing.T, c *Codec, f *FlinkRow, kind keygroups.RowKind, row []any) []byte {
 	t.Helper()
 	v, err := c.EncodeRow(nil, 0, row)
 	if err != nil {
@@ -48,28 +49,28 @@ func toBinary(t *testing.T, c *Codec, f *FlinkRow, kind RowKind, row []any) []by
 // TestBinaryRowSpecExamples checks the examples of the format notes.
 func TestBinaryRowSpecExamples(t *testing.T) {
 	cb, fb := mustFlinkRow(t, arrow.Field{Name: "k", Type: arrow.PrimitiveTypes.Int64, Nullable: true})
-	got := toBinary(t, cb, fb, RowKindInsert, []any{int64(2)})
+	got := toBinary(t, cb, fb, keygroups.Insert, []any{int64(2)})
 	if want := []byte{0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0}; !bytes.Equal(got, want) {
 		t.Fatalf("(BIGINT 2) = % x", got)
 	}
 	ci, fi := mustFlinkRow(t, arrow.Field{Name: "k", Type: arrow.PrimitiveTypes.Int32, Nullable: true})
-	got = toBinary(t, ci, fi, RowKindInsert, []any{nil})
+	got = toBinary(t, ci, fi, keygroups.Insert, []any{nil})
 	if want := []byte{0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}; !bytes.Equal(got, want) {
 		t.Fatalf("(INT NULL) = % x", got)
 	}
 	cs, fs := mustFlinkRow(t, arrow.Field{Name: "s", Type: arrow.BinaryTypes.String, Nullable: true})
-	got = toBinary(t, cs, fs, RowKindUpdateAfter, []any{"Hello"})
+	got = toBinary(t, cs, fs, keygroups.UpdateAfter, []any{"Hello"})
 	if want := []byte{2, 0, 0, 0, 0, 0, 0, 0, 'H', 'e', 'l', 'l', 'o', 0, 0, 0x85}; !bytes.Equal(got, want) {
 		t.Fatalf(`+U("Hello") = % x`, got)
 	}
-	got = toBinary(t, cs, fs, RowKindInsert, []any{"HelloWorld"})
+	got = toBinary(t, cs, fs, keygroups.Insert, []any{"HelloWorld"})
 	want := []byte{0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 16, 0, 0, 0, 'H', 'e', 'l', 'l', 'o', 'W', 'o', 'r', 'l', 'd', 0, 0, 0, 0, 0, 0}
 	if !bytes.Equal(got, want) {
 		t.Fatalf(`("HelloWorld") = % x`, got)
 	}
 	// Arity 57 needs a 16-byte header: (57+63+8)/64*8.
-	if flinkHeaderSize(56) != 8 || flinkHeaderSize(57) != 16 {
-		t.Fatalf("header sizes %d %d", flinkHeaderSize(56), flinkHeaderSize(57))
+	if keygroups.NullBitsWidth(56) != 8 || keygroups.NullBitsWidth(57) != 16 {
+		t.Fatalf("header sizes %d %d", keygroups.NullBitsWidth(56), keygroups.NullBitsWidth(57))
 	}
 }
 
@@ -113,7 +114,7 @@ func TestBinaryRowRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		kind := RowKind(ri % 4)
+		kind := keygroups.RowKind(ri % 4)
 		if err := SetKind(v, kind); err != nil {
 			t.Fatal(err)
 		}
@@ -172,7 +173,7 @@ func TestBinaryRowCorrupt(t *testing.T) {
 		arrow.Field{Name: "d", Type: &arrow.Decimal128Type{Precision: 30, Scale: 0}, Nullable: true},
 		arrow.Field{Name: "t", Type: arrow.FixedWidthTypes.Timestamp_us, Nullable: true},
 	)
-	good := toBinary(t, c, f, RowKindInsert, []any{true, "a long string", decimal128.FromI64(7), arrow.Timestamp(5)})
+	good := toBinary(t, c, f, keygroups.Insert, []any{true, "a long string", decimal128.FromI64(7), arrow.Timestamp(5)})
 	mut := func(fn func(b []byte)) []byte { b := append([]byte{}, good...); fn(b); return b }
 	put := func(b []byte, field int, v uint64) { binary.LittleEndian.PutUint64(b[8+8*field:], v) }
 	cases := map[string][]byte{
@@ -375,7 +376,7 @@ func TestBinaryRowFixtures(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if kind != RowKindInsert || gotTTL != ttls[i] || !reflect.DeepEqual(got, row) {
+				if kind != keygroups.Insert || gotTTL != ttls[i] || !reflect.DeepEqual(got, row) {
 					t.Fatalf("parsed %v %d %v, want %v %d", kind, gotTTL, got, row, ttls[i])
 				}
 			}

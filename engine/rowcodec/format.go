@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sfstate/sfstate/errclass"
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // These constants are part of the wire format: never change them.
@@ -23,21 +24,21 @@ const (
 )
 
 // headerByte is the header byte of a FormatV1 row of kind k.
-func headerByte(k RowKind) byte { return FormatV1 | byte(k)<<kindShift }
+func headerByte(k keygroups.RowKind) byte { return FormatV1 | byte(k)<<kindShift }
 
 // parseHeaderByte splits a header byte into format and row kind; false for
 // another format or a kind outside +I..-D.
-func parseHeaderByte(b byte) (RowKind, bool) {
-	k := RowKind(b >> kindShift)
-	return k, b&(1<<kindShift-1) == FormatV1 && k <= RowKindDelete
+func parseHeaderByte(b byte) (keygroups.RowKind, bool) {
+	k := keygroups.RowKind(b >> kindShift)
+	return k, b&(1<<kindShift-1) == FormatV1 && k <= keygroups.Delete
 }
 
 // Kind returns the row kind recorded in value's header byte (+I for
 // values written from Arrow, which carries no row kind). It reads one
 // byte; a value too short for a header yields +I.
-func Kind(value []byte) RowKind {
+func Kind(value []byte) keygroups.RowKind {
 	if len(value) <= TTLSize {
-		return RowKindInsert
+		return keygroups.Insert
 	}
 	k, _ := parseHeaderByte(value[TTLSize])
 	return k
@@ -45,14 +46,14 @@ func Kind(value []byte) RowKind {
 
 // SetKind records the row kind k in value's header byte, in place (not on
 // memory owned by RocksDB). The row bytes are not parsed.
-func SetKind(value []byte, k RowKind) error {
+func SetKind(value []byte, k keygroups.RowKind) error {
 	if len(value) <= TTLSize {
 		return &DecodeError{Offset: len(value), Err: ErrTruncated}
 	}
 	if _, ok := parseHeaderByte(value[TTLSize]); !ok {
 		return &DecodeError{Offset: TTLSize, Err: fmt.Errorf("%w: 0x%02x", ErrVersion, value[TTLSize])}
 	}
-	if k > RowKindDelete {
+	if k > keygroups.Delete {
 		return fmt.Errorf("%w: row kind %d", ErrCorrupt, k)
 	}
 	value[TTLSize] = headerByte(k)

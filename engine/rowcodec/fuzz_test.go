@@ -10,6 +10,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // genValue returns a random Go value (or nil) for a field of type n.
@@ -87,7 +89,7 @@ func fuzzSeeds(f *testing.F, c *Codec) {
 	f.Add([]byte{})
 	f.Add([]byte{0, 0, 0, 0, 0, 0, 0, 0, 1})
 	if v, err := c.EncodeRow(nil, 9, allTypesRows()[0]); err == nil {
-		v[TTLSize] = headerByte(RowKindUpdateAfter)
+		v[TTLSize] = headerByte(keygroups.UpdateAfter)
 		f.Add(v)
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"io"
 	"math"
 	"testing"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // BenchmarkKeyedWriter measures entry throughput: 4 states, 128 key groups,
@@ -22,7 +24,7 @@ func BenchmarkKeyedWriter(b *testing.B) {
 			b.SetBytes(int64(groups * states * perGroup * (len(k) + len(val) + 8)))
 			b.ReportAllocs()
 			for b.Loop() {
-				w, err := NewKeyedWriter(io.Discard, h, KeyGroupRange{0, groups - 1}, groups)
+				w, err := NewKeyedWriter(io.Discard, h, keygroups.Range{Start: 0, End: groups - 1}, groups)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
@@ -23,7 +24,7 @@ func copyStream(t *testing.T, stream []byte, h *jhandle, maxP int, compress bool
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := KeyGroupRange{h.KeyGroups[0], h.KeyGroups[1]}
+	rng := keygroups.Range{Start: h.KeyGroups[0], End: h.KeyGroups[1]}
 	var buf bytes.Buffer
 	w, err := NewKeyedWriter(&buf, Header{Compressed: compress, Raw: rh.Raw, RawNumStates: len(rh.States)}, rng, maxP)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // HeapWriter writes one keyed-state stream in the heap (hashmap) backend's
@@ -32,7 +34,7 @@ type HeapWriter struct {
 	bw        *bufio.Writer
 	out       *countingWriter
 	framer    *snappyFramer
-	rng       KeyGroupRange
+	rng       keygroups.Range
 	numStates int
 	order     []int
 	offsets   []int64
@@ -48,7 +50,7 @@ type HeapWriter struct {
 
 // NewHeapWriter writes h to w and returns a writer for the key groups of
 // rng (maxParallelism bounds the range).
-func NewHeapWriter(w io.Writer, h Header, rng KeyGroupRange, maxParallelism int) (*HeapWriter, error) {
+func NewHeapWriter(w io.Writer, h Header, rng keygroups.Range, maxParallelism int) (*HeapWriter, error) {
 	if maxParallelism < 1 || maxParallelism > 32768 {
 		return nil, fmt.Errorf("%w: max parallelism %d", ErrValue, maxParallelism)
 	}
@@ -157,7 +159,7 @@ func (w *HeapWriter) enter(kg, stateID int) error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	if kg < w.rng.Start || kg > w.rng.End {
+	if !w.rng.Contains(kg) {
 		return w.fail(fmt.Errorf("%w: key group %d outside range [%d, %d]", ErrOrder, kg, w.rng.Start, w.rng.End))
 	}
 	if stateID < 0 || stateID >= w.numStates {

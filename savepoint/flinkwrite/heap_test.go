@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"testing"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // TestHeapWriterLayout checks the bytes of a small heap-layout stream: the
@@ -19,7 +21,7 @@ func TestHeapWriterLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	w, err := NewHeapWriter(&b, h, KeyGroupRange{Start: 4, End: 6}, 128)
+	w, err := NewHeapWriter(&b, h, keygroups.Range{Start: 4, End: 6}, 128)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +64,7 @@ func TestHeapWriterCompressed(t *testing.T) {
 		KeyedStateMeta("b", KindValue, VoidNamespaceSnapshot, LongSnapshot),
 	}}
 	var b bytes.Buffer
-	w, err := NewHeapWriter(&b, h, KeyGroupRange{Start: 0, End: 0}, 128)
+	w, err := NewHeapWriter(&b, h, keygroups.Range{Start: 0, End: 0}, 128)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,10 +85,10 @@ func TestHeapWriterCompressed(t *testing.T) {
 
 func TestHeapWriterMisuse(t *testing.T) {
 	h := Header{KeySerializer: IntSnapshot, States: []StateMetaInfo{KeyedStateMeta("a", KindValue, VoidNamespaceSnapshot, LongSnapshot)}}
-	if _, err := NewHeapWriter(&bytes.Buffer{}, Header{KeySerializer: IntSnapshot}, KeyGroupRange{0, 1}, 128); !errors.Is(err, ErrValue) {
+	if _, err := NewHeapWriter(&bytes.Buffer{}, Header{KeySerializer: IntSnapshot}, keygroups.Range{Start: 0, End: 1}, 128); !errors.Is(err, ErrValue) {
 		t.Fatalf("no states: %v", err)
 	}
-	if _, err := NewHeapWriter(&bytes.Buffer{}, h, KeyGroupRange{0, 128}, 128); !errors.Is(err, ErrValue) {
+	if _, err := NewHeapWriter(&bytes.Buffer{}, h, keygroups.Range{Start: 0, End: 128}, 128); !errors.Is(err, ErrValue) {
 		t.Fatalf("range past max parallelism: %v", err)
 	}
 	for _, c := range []struct {
@@ -106,7 +108,7 @@ func TestHeapWriterMisuse(t *testing.T) {
 		}, ErrOrder},
 		{"not a permutation", func(w *HeapWriter) error { return w.SetStateOrder([]int{1}) }, ErrValue},
 	} {
-		w, err := NewHeapWriter(&bytes.Buffer{}, h, KeyGroupRange{1, 5}, 128)
+		w, err := NewHeapWriter(&bytes.Buffer{}, h, keygroups.Range{Start: 1, End: 5}, 128)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -117,7 +119,7 @@ func TestHeapWriterMisuse(t *testing.T) {
 			t.Fatalf("%s: close after failure: %v", c.name, err)
 		}
 	}
-	w, _ := NewHeapWriter(&bytes.Buffer{}, h, KeyGroupRange{1, 5}, 128)
+	w, _ := NewHeapWriter(&bytes.Buffer{}, h, keygroups.Range{Start: 1, End: 5}, 128)
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

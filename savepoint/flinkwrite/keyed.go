@@ -8,6 +8,7 @@ import (
 	"io"
 	"math"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
@@ -193,12 +194,6 @@ var (
 	ErrBroken = errors.New("flinkwrite: writer unusable after earlier error")
 )
 
-// KeyGroupRange is an inclusive range of key groups [Start, End].
-type KeyGroupRange struct{ Start, End int }
-
-// Len is the number of key groups in the range.
-func (r KeyGroupRange) Len() int { return r.End - r.Start + 1 }
-
 // KeyedWriter writes one keyed-state stream (a canonical savepoint's keyed
 // file or inline blob): the header, then one block per non-empty key group
 // in ascending order. Entries are given one at a time; inside a key group
@@ -214,7 +209,7 @@ type KeyedWriter struct {
 	out       *countingWriter
 	framer    *snappyFramer
 	block     io.Writer // out, or framer while compressing
-	rng       KeyGroupRange
+	rng       keygroups.Range
 	prefixLen int
 	numStates int
 	offsets   []int64
@@ -245,7 +240,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // NewKeyedWriter writes h to w and returns a writer for the key groups of
 // rng. maxParallelism fixes the key-group prefix width that every key must
 // start with (checked on Add).
-func NewKeyedWriter(w io.Writer, h Header, rng KeyGroupRange, maxParallelism int) (*KeyedWriter, error) {
+func NewKeyedWriter(w io.Writer, h Header, rng keygroups.Range, maxParallelism int) (*KeyedWriter, error) {
 	if maxParallelism < 1 || maxParallelism > 32768 {
 		return nil, fmt.Errorf("%w: max parallelism %d", ErrValue, maxParallelism)
 	}
@@ -299,18 +294,15 @@ func (w *KeyedWriter) Add(kg, stateID int, key, value []byte) error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	if kg < w.rng.Start || kg > w.rng.End {
+	if !w.rng.Contains(kg) {
 		return w.fail(fmt.Errorf("%w: key group %d outside range [%d, %d]", ErrOrder, kg, w.rng.Start, w.rng.End))
 	}
 	if stateID < 0 || stateID >= w.numStates {
 		return w.fail(fmt.Errorf("%w: state id %d, header has %d states", ErrValue, stateID, w.numStates))
 	}
-	if len(key) < w.prefixLen {
+	prefix, err := keygroups.ReadPrefix(key, w.prefixLen)
+	if err != nil {
 		return w.fail(fmt.Errorf("%w: key of %d bytes has no key-group prefix", ErrValue, len(key)))
-	}
-	prefix := int(key[0])
-	if w.prefixLen == 2 {
-		prefix = int(binary.BigEndian.Uint16(key))
 	}
 	if prefix != kg {
 		return w.fail(fmt.Errorf("%w: key prefix says key group %d, entry is for %d", ErrValue, prefix, kg))

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
@@ -30,7 +31,7 @@ func testHeader(compressed bool, states int) Header {
 // keyed stream: for each non-zero offset it reads u16 state id and entries
 // until the end mark (through the reader package's Snappy decoder when
 // compressed) and returns the entries with the flag bit cleared.
-func parseStream(t testing.TB, stream []byte, headerLen int, rng KeyGroupRange, offsets []int64, compressed bool) []testEntry {
+func parseStream(t testing.TB, stream []byte, headerLen int, rng keygroups.Range, offsets []int64, compressed bool) []testEntry {
 	t.Helper()
 	var out []testEntry
 	prev := int64(headerLen) - 1
@@ -75,7 +76,7 @@ func parseStream(t testing.TB, stream []byte, headerLen int, rng KeyGroupRange, 
 	return out
 }
 
-func writeEntries(t testing.TB, h Header, rng KeyGroupRange, maxP int, es []testEntry) ([]byte, []int64) {
+func writeEntries(t testing.TB, h Header, rng keygroups.Range, maxP int, es []testEntry) ([]byte, []int64) {
 	t.Helper()
 	var buf bytes.Buffer
 	w, err := NewKeyedWriter(&buf, h, rng, maxP)
@@ -113,7 +114,7 @@ func TestKeyedWriterLayout(t *testing.T) {
 		{1, 1, key(1, 1, 0xC), nil},
 		{3, 1, key(3, 1, 0xD), []byte{3}},
 	}
-	stream, offs := writeEntries(t, h, KeyGroupRange{0, 3}, 4, es)
+	stream, offs := writeEntries(t, h, keygroups.Range{Start: 0, End: 3}, 4, es)
 	want := slices.Clone(hdr)
 	want = append(want, 0, 0) // state 0
 	want = append(want, 0, 0, 0, 2, 1, 0xA, 0, 0, 0, 1, 1)
@@ -127,7 +128,7 @@ func TestKeyedWriterLayout(t *testing.T) {
 	if !slices.Equal(offs, []int64{0, int64(len(hdr)), 0, int64(kg3)}) {
 		t.Fatalf("offsets %v", offs)
 	}
-	got := parseStream(t, stream, len(hdr), KeyGroupRange{0, 3}, offs, false)
+	got := parseStream(t, stream, len(hdr), keygroups.Range{Start: 0, End: 3}, offs, false)
 	if !entriesEqual(got, es) {
 		t.Fatalf("re-parse: %v", got)
 	}
@@ -142,7 +143,7 @@ func entriesEqual(a, b []testEntry) bool {
 func TestKeyedWriterEmpty(t *testing.T) {
 	h := testHeader(true, 1)
 	hdr, _ := AppendHeader(nil, h)
-	stream, offs := writeEntries(t, h, KeyGroupRange{5, 9}, 128, nil)
+	stream, offs := writeEntries(t, h, keygroups.Range{Start: 5, End: 9}, 128, nil)
 	if !bytes.Equal(stream, hdr) {
 		t.Fatalf("empty stream is not just the header")
 	}
@@ -154,7 +155,7 @@ func TestKeyedWriterEmpty(t *testing.T) {
 func TestKeyedWriterMisuse(t *testing.T) {
 	h := testHeader(false, 2)
 	newW := func() *KeyedWriter {
-		w, err := NewKeyedWriter(io.Discard, h, KeyGroupRange{0, 127}, 128)
+		w, err := NewKeyedWriter(io.Discard, h, keygroups.Range{Start: 0, End: 127}, 128)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,14 +206,14 @@ func TestKeyedWriterMisuse(t *testing.T) {
 		t.Fatalf("second Close: %v", err)
 	}
 	for _, bad := range []struct {
-		rng  KeyGroupRange
+		rng  keygroups.Range
 		maxP int
-	}{{KeyGroupRange{0, 4}, 4}, {KeyGroupRange{3, 2}, 4}, {KeyGroupRange{-1, 2}, 4}, {KeyGroupRange{0, 1}, 0}, {KeyGroupRange{0, 1}, 40000}} {
+	}{{keygroups.Range{Start: 0, End: 4}, 4}, {keygroups.Range{Start: 3, End: 2}, 4}, {keygroups.Range{Start: -1, End: 2}, 4}, {keygroups.Range{Start: 0, End: 1}, 0}, {keygroups.Range{Start: 0, End: 1}, 40000}} {
 		if _, err := NewKeyedWriter(io.Discard, h, bad.rng, bad.maxP); err == nil {
 			t.Errorf("range %v maxP %d accepted", bad.rng, bad.maxP)
 		}
 	}
-	if _, err := NewKeyedWriter(io.Discard, Header{}, KeyGroupRange{0, 1}, 4); err == nil {
+	if _, err := NewKeyedWriter(io.Discard, Header{}, keygroups.Range{Start: 0, End: 1}, 4); err == nil {
 		t.Error("header without key serializer accepted")
 	}
 }
@@ -232,7 +233,7 @@ func (f *failWriter) Write(p []byte) (int, error) {
 func TestKeyedWriterWriteFailure(t *testing.T) {
 	h := testHeader(false, 1)
 	hdr, _ := AppendHeader(nil, h)
-	w, err := NewKeyedWriter(&failWriter{after: len(hdr) + 10}, h, KeyGroupRange{0, 127}, 128)
+	w, err := NewKeyedWriter(&failWriter{after: len(hdr) + 10}, h, keygroups.Range{Start: 0, End: 127}, 128)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,8 +273,8 @@ func TestKeyedWriterCompressedLarge(t *testing.T) {
 			}
 		}
 	}
-	stream, offs := writeEntries(t, h, KeyGroupRange{0, 200}, 1000, es)
-	got := parseStream(t, stream, len(hdr), KeyGroupRange{0, 200}, offs, true)
+	stream, offs := writeEntries(t, h, keygroups.Range{Start: 0, End: 200}, 1000, es)
+	got := parseStream(t, stream, len(hdr), keygroups.Range{Start: 0, End: 200}, offs, true)
 	if !entriesEqual(got, es) {
 		t.Fatal("compressed round trip differs")
 	}
@@ -352,7 +353,7 @@ func FuzzKeyedWriter(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte, compressed bool, nStates uint8) {
 		states := int(nStates%5) + 1
 		maxP := 300
-		rng := KeyGroupRange{10, 40}
+		rng := keygroups.Range{Start: 10, End: 40}
 		var es []testEntry
 		for len(data) >= 3 && len(es) < 200 {
 			kg := rng.Start + int(data[0])%rng.Len()
@@ -420,7 +421,7 @@ func TestRawHeader(t *testing.T) {
 		}
 	}
 	// The state count of a raw header bounds the state ids.
-	w, err := NewKeyedWriter(io.Discard, Header{Raw: hdr, RawNumStates: 3}, KeyGroupRange{0, 3}, 4)
+	w, err := NewKeyedWriter(io.Discard, Header{Raw: hdr, RawNumStates: 3}, keygroups.Range{Start: 0, End: 3}, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func (w *KeyedWriter) AddRawBlockFrom(kg int, r io.Reader, n int64) error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	if kg < w.rng.Start || kg > w.rng.End {
+	if !w.rng.Contains(kg) {
 		return w.fail(fmt.Errorf("%w: key group %d outside range [%d, %d]", ErrOrder, kg, w.rng.Start, w.rng.End))
 	}
 	if kg <= w.group {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // blocksOf splits a stream into its key-group blocks (nil for empty key
@@ -35,7 +37,7 @@ func TestAddRawBlock(t *testing.T) {
 	for _, compressed := range []bool{false, true} {
 		t.Run(fmt.Sprint("compressed=", compressed), func(t *testing.T) {
 			h := testHeader(compressed, 3)
-			rng := KeyGroupRange{Start: 2, End: 9}
+			rng := keygroups.Range{Start: 2, End: 9}
 			var es []testEntry
 			for kg := rng.Start; kg <= rng.End; kg++ {
 				if kg%3 == 0 {
@@ -95,11 +97,11 @@ func TestAddRawBlock(t *testing.T) {
 // writer.
 func TestAddRawBlockMisuse(t *testing.T) {
 	plainBlock := func(kg int) []byte {
-		stream, offs := writeEntries(t, testHeader(false, 1), KeyGroupRange{0, 7}, 8, []testEntry{{kg, 0, key(kg, 1, 1), []byte{9}}})
+		stream, offs := writeEntries(t, testHeader(false, 1), keygroups.Range{Start: 0, End: 7}, 8, []testEntry{{kg, 0, key(kg, 1, 1), []byte{9}}})
 		return blocksOf(stream, offs)[kg]
 	}
 	snappyBlock := func(kg int) []byte {
-		stream, offs := writeEntries(t, testHeader(true, 1), KeyGroupRange{0, 7}, 8, []testEntry{{kg, 0, key(kg, 1, 1), []byte{9}}})
+		stream, offs := writeEntries(t, testHeader(true, 1), keygroups.Range{Start: 0, End: 7}, 8, []testEntry{{kg, 0, key(kg, 1, 1), []byte{9}}})
 		return blocksOf(stream, offs)[kg]
 	}
 	cases := []struct {
@@ -151,7 +153,7 @@ func TestAddRawBlockMisuse(t *testing.T) {
 		}, nil},
 	}
 	for _, c := range cases {
-		w, err := NewKeyedWriter(&bytes.Buffer{}, testHeader(c.compressed, 1), KeyGroupRange{0, 7}, 8)
+		w, err := NewKeyedWriter(&bytes.Buffer{}, testHeader(c.compressed, 1), keygroups.Range{Start: 0, End: 7}, 8)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -165,7 +167,7 @@ func TestAddRawBlockMisuse(t *testing.T) {
 		}
 	}
 	// A compressed raw block followed by entries of a later key group.
-	w, _ := NewKeyedWriter(&bytes.Buffer{}, testHeader(true, 1), KeyGroupRange{0, 7}, 8)
+	w, _ := NewKeyedWriter(&bytes.Buffer{}, testHeader(true, 1), keygroups.Range{Start: 0, End: 7}, 8)
 	if err := w.AddRawBlock(2, snappyBlock(2)); err != nil {
 		t.Fatal(err)
 	}

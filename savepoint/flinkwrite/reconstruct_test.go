@@ -384,7 +384,7 @@ func rebuildSubtask(t *testing.T, meta *jkeyedMeta, hints *fixtureHints, h *jhan
 		t.Fatal(err)
 	}
 	var out bytes.Buffer
-	w, err := NewKeyedWriter(&out, hdr, KeyGroupRange{h.KeyGroups[0], h.KeyGroups[1]}, maxP)
+	w, err := NewKeyedWriter(&out, hdr, keygroups.Range{Start: h.KeyGroups[0], End: h.KeyGroups[1]}, maxP)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -130,7 +130,7 @@ func roundTripSQL(t *testing.T, compressed bool) {
 		tk, _ := AppendTimerKey(nil, kg, prefix, ts+60000, keyBytes, void)
 		es = append(es, rtEntry{kg: kg, state: 3, key: tk, wantVal: mustJSON(t, []any{"Timer", map[string]any{"ts": ts + 60000, "key": []any{"+I", keyVals}, "ns": []any{"void", 0}}})})
 	}
-	checkRoundTrip(t, h, maxP, KeyGroupRange{0, maxP - 1}, es)
+	checkRoundTrip(t, h, maxP, keygroups.Range{Start: 0, End: maxP - 1}, es)
 }
 
 func roundTripAmbiguous(t *testing.T, compressed bool) {
@@ -155,10 +155,10 @@ func roundTripAmbiguous(t *testing.T, compressed bool) {
 		es = append(es, rtEntry{kg: kg, state: 0, key: k, value: AppendStringValue(nil, val),
 			wantKey: mustJSON(t, key), wantNS: mustJSON(t, ns), wantVal: mustJSON(t, val)})
 	}
-	checkRoundTrip(t, h, maxP, KeyGroupRange{0, maxP - 1}, es)
+	checkRoundTrip(t, h, maxP, keygroups.Range{Start: 0, End: maxP - 1}, es)
 }
 
-func checkRoundTrip(t *testing.T, h Header, maxP int, rng KeyGroupRange, es []rtEntry) {
+func checkRoundTrip(t *testing.T, h Header, maxP int, rng keygroups.Range, es []rtEntry) {
 	t.Helper()
 	slices.SortStableFunc(es, func(a, b rtEntry) int {
 		if a.kg != b.kg {

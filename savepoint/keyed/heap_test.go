@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
@@ -19,7 +20,7 @@ import (
 // in the heap layout.
 type heapTwin struct {
 	maxPar            int
-	rng               flinkwrite.KeyGroupRange
+	rng               keygroups.Range
 	canon, heap       []byte
 	canonOffs, heapOf []int64
 	entries           int // canonical entries
@@ -48,7 +49,7 @@ func twinHeader(compressed bool) flinkwrite.Header {
 // makeHeapTwin generates keys for every key group of rng with entries in
 // every state (random sizes; bigList adds one list of ~2 MiB) and writes
 // them in both layouts; the heap layout lists its state streams in order.
-func makeHeapTwin(t testing.TB, seed uint64, compressed bool, maxPar int, rng flinkwrite.KeyGroupRange, order []int, bigList bool) *heapTwin {
+func makeHeapTwin(t testing.TB, seed uint64, compressed bool, maxPar int, rng keygroups.Range, order []int, bigList bool) *heapTwin {
 	t.Helper()
 	r := rand.New(rand.NewPCG(seed, 7))
 	h := twinHeader(compressed)
@@ -220,7 +221,7 @@ func TestHeapMatchesCanonical(t *testing.T) {
 		{false, 300, []int{1, 0, 2, 4, 3}, true},
 		{true, 300, nil, true},
 	} {
-		rng := flinkwrite.KeyGroupRange{Start: 3, End: 60}
+		rng := keygroups.Range{Start: 3, End: 60}
 		tw := makeHeapTwin(t, uint64(c.maxPar), c.compressed, c.maxPar, rng, c.order, c.big)
 		for _, o := range []ReadOptions{{Mode: ModeDecode}, {Mode: ModeDecode, ReuseValues: true}, {Mode: ModeValidate}, {Mode: ModeSplit}, {Mode: ModeRaw}} {
 			want, err := readTwin(t, tw, false, o)
@@ -273,7 +274,7 @@ func rawPart(s string) string {
 // never a panic.
 func TestHeapDamage(t *testing.T) {
 	for _, compressed := range []bool{false, true} {
-		tw := makeHeapTwin(t, 11, compressed, 128, flinkwrite.KeyGroupRange{Start: 0, End: 7}, nil, false)
+		tw := makeHeapTwin(t, 11, compressed, 128, keygroups.Range{Start: 0, End: 7}, nil, false)
 		h, _, err := ReadHeader(bytes.NewReader(tw.heap), "twin")
 		if err != nil {
 			t.Fatal(err)
@@ -339,7 +340,7 @@ func TestHeapUnsupportedSerializer(t *testing.T) {
 		flinkwrite.KeyedStateMeta("s", flinkwrite.KindValue, flinkwrite.VoidNamespaceSnapshot, unknown),
 	}}
 	var b bytes.Buffer
-	w, err := flinkwrite.NewHeapWriter(&b, h, flinkwrite.KeyGroupRange{Start: 0, End: 0}, 128)
+	w, err := flinkwrite.NewHeapWriter(&b, h, keygroups.Range{Start: 0, End: 0}, 128)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -398,7 +399,7 @@ func heapFixtureBlocks(t testing.TB) (hdrs [][]byte, blocks [][]byte, kgs []int,
 func FuzzHeapKeyGroup(f *testing.F) {
 	var hdrs [][]byte
 	for _, comp := range []bool{false, true} {
-		tw := makeHeapTwin(f, 5, comp, 128, flinkwrite.KeyGroupRange{Start: 0, End: 3}, nil, false)
+		tw := makeHeapTwin(f, 5, comp, 128, keygroups.Range{Start: 0, End: 3}, nil, false)
 		_, hl, err := ReadHeader(bytes.NewReader(tw.heap), "seed")
 		if err != nil {
 			f.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/sfstate/sfstate/savepoint/serde"
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // Engine stored-value constants (see package engine; wire format).
@@ -92,12 +93,9 @@ func (d *Decoder) Decode(cf string, key, value []byte, fn func(*keyed.Entry) err
 		}
 		return fmt.Errorf("%w: column family %q is not described by the meta state %s", ErrFormat, cf, d.h.MetaName)
 	}
-	if len(key) < d.prefix {
+	kg, err := keygroups.ReadPrefix(key, d.prefix)
+	if err != nil {
 		return d.entryErr(cf, key, fmt.Errorf("key of %d bytes is shorter than the key-group prefix", len(key)))
-	}
-	kg := int(key[0])
-	if d.prefix == 2 {
-		kg = int(binary.BigEndian.Uint16(key))
 	}
 	if kg >= d.maxPar {
 		return d.entryErr(cf, key, fmt.Errorf("key group %d >= max parallelism %d", kg, d.maxPar))

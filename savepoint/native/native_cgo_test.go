@@ -195,7 +195,7 @@ func takeEngineCheckpoint(t *testing.T, root string) []string {
 	var want []string
 	var backends []engine.Backend
 	for i, r := range keygroups.Ranges(maxPar, 2) {
-		l := engine.Layout{MaxParallelism: maxPar, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
+		l := engine.Layout{MaxParallelism: maxPar, Range: r}
 		b, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), fmt.Sprintf("task-%d", i)), l, states, engine.RocksOptions{WriteBufferSize: 256 << 10})
 		if err != nil {
 			t.Fatal(err)
@@ -438,7 +438,7 @@ func TestFlinkNativeCorruptSSTNamed(t *testing.T) {
 func BenchmarkWalkEngineCheckpoint(b *testing.B) {
 	const maxPar, entries = 128, 50000
 	states := []engine.StateDesc{{Name: "v", Kind: engine.KindValue}}
-	l := engine.Layout{MaxParallelism: maxPar, Range: engine.KeyGroupRange{Start: 0, End: maxPar - 1}}
+	l := engine.Layout{MaxParallelism: maxPar, Range: keygroups.Range{Start: 0, End: maxPar - 1}}
 	be, err := engine.OpenRocksDB(filepath.Join(b.TempDir(), "db"), l, states, engine.RocksOptions{})
 	if err != nil {
 		b.Fatal(err)
@@ -496,7 +496,7 @@ func takeEngineListCheckpoint(t *testing.T, root string) map[string][]string {
 		{Name: "tl", Kind: engine.KindList, TTL: time.Hour},
 		{Name: "l", Kind: engine.KindList},
 	}
-	l := engine.Layout{MaxParallelism: maxPar, Range: engine.KeyGroupRange{Start: 0, End: maxPar - 1}}
+	l := engine.Layout{MaxParallelism: maxPar, Range: keygroups.Range{Start: 0, End: maxPar - 1}}
 	clock := engine.NewManualClock(1_700_000_000_000)
 	be, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), "task"), l, states, engine.RocksOptions{Clock: clock})
 	if err != nil {

@@ -3,6 +3,7 @@ package serde
 import (
 	"unsafe"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
@@ -151,7 +152,7 @@ type rowWith8 struct {
 
 // row returns a row of arity fields; the caller must set every field (a
 // recycled row's fields hold old values).
-func (a *Arena) row(kind RowKind, arity int) *Row {
+func (a *Arena) row(kind keygroups.RowKind, arity int) *Row {
 	if a == nil || arity > 8 {
 		return newRow(kind, arity)
 	}

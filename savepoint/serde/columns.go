@@ -7,6 +7,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
@@ -146,7 +147,7 @@ type Columns struct {
 	// TTL holds the last-access timestamps (TTL-wrapped values only).
 	TTL []int64
 	// RowKinds holds each row's RowKind (row serializers only).
-	RowKinds []RowKind
+	RowKinds []keygroups.RowKind
 	Fields   []Column
 	n        int
 }
@@ -240,7 +241,7 @@ func PlanColumns(dec Decoder) *ColumnPlan {
 		if len(in.fast) != len(in.types) {
 			return nil
 		}
-		p.row, p.fast, p.w = true, in.fast, nullBitsWidth(len(in.types))
+		p.row, p.fast, p.w = true, in.fast, keygroups.NullBitsWidth(len(in.types))
 		for _, k := range in.fast {
 			var ck ColKind
 			prec := 0
@@ -489,7 +490,7 @@ func (p *ColumnPlan) decodeRow(b []byte, base int64, c *Columns) error {
 	if b[0] > 3 {
 		return &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: row kind byte 0x%02x", binfmt.ErrCorrupt, b[0])}
 	}
-	c.RowKinds = append(c.RowKinds, RowKind(b[0]))
+	c.RowKinds = append(c.RowKinds, keygroups.RowKind(b[0]))
 	fields := c.Fields[:arity]
 	for i := range fields {
 		col := &fields[i]

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
@@ -21,7 +22,7 @@ var colTypes = []*LogicalType{
 // randRow lays out a BinaryRowData of types with random values and nulls,
 // with its i32 length prefix.
 func randRow(r *rand.Rand, types []*LogicalType) []byte {
-	w := nullBitsWidth(len(types))
+	w := keygroups.NullBitsWidth(len(types))
 	fixed := make([]byte, w+8*len(types))
 	fixed[0] = byte(r.IntN(4))
 	var vari []byte

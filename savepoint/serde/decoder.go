@@ -7,6 +7,7 @@ import (
 	"math/big"
 	"unicode/utf16"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/javaser"
 )
@@ -215,10 +216,10 @@ func build(s *Snapshot, depth int) *decoder {
 		dc.types = s.Types
 		dc.fast = fieldKinds(s.Types)
 		dc.kids = kids()
-		dc.nwords = nullBitsWidth(len(s.Types))
+		dc.nwords = keygroups.NullBitsWidth(len(s.Types))
 	case ClassBinaryRow:
 		dc.k = kBinaryRow
-		dc.nwords = nullBitsWidth(int(s.NumFields))
+		dc.nwords = keygroups.NullBitsWidth(int(s.NumFields))
 	case ClassDecimal:
 		dc.k, dc.prec, dc.scale = kDecimal, int(s.Precision), int(s.Scale)
 	case ClassTimestamp:
@@ -239,8 +240,6 @@ func build(s *Snapshot, depth int) *decoder {
 	}
 	return dc
 }
-
-func nullBitsWidth(arity int) int { return ((arity + 63 + 8) / 64) * 8 }
 
 func (dc *decoder) Len() int            { return dc.n }
 func (dc *decoder) Snapshot() *Snapshot { return dc.snap }
@@ -612,14 +611,14 @@ func (dc *decoder) decodeRow(b []byte, base int64, depth int, a *Arena) (*Row, e
 	if dc.k == kBinaryRow {
 		arity = int(dc.snap.NumFields)
 	}
-	w := nullBitsWidth(arity)
+	w := keygroups.NullBitsWidth(arity)
 	if int64(len(b)) < int64(w)+8*int64(arity) {
 		return nil, &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: row of %d fields needs %d bytes, has %d", binfmt.ErrCorrupt, arity, w+8*arity, len(b))}
 	}
 	if b[0] > 3 {
 		return nil, &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: row kind byte 0x%02x", binfmt.ErrCorrupt, b[0])}
 	}
-	r := a.row(RowKind(b[0]), arity)
+	r := a.row(keygroups.RowKind(b[0]), arity)
 	if dc.k == kRowData && len(dc.fast) == arity {
 		// The common case: fields of the scalar kinds decoded inline.
 		fields := r.Fields[:arity]
@@ -781,7 +780,7 @@ type rowWith4 struct {
 	fields [4]Value
 }
 
-func newRow(kind RowKind, arity int) *Row {
+func newRow(kind keygroups.RowKind, arity int) *Row {
 	if arity <= 4 {
 		a := &rowWith4{}
 		a.row.Kind = kind

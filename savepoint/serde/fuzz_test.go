@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
@@ -47,7 +48,7 @@ func FuzzBinaryRow(f *testing.F) {
 		{Root: "ARRAY", Element: &LogicalType{Root: "INTEGER"}},
 	}
 	dec := NewDecoder(&Snapshot{Class: ClassRowData, Types: types, Nested: make([]*Snapshot, len(types))})
-	r := newRowBuilder(len(types), Insert)
+	r := newRowBuilder(len(types), keygroups.Insert)
 	r.long(0, 7)
 	r.bytes(1, []byte("a string longer than seven"))
 	seed := r.done()

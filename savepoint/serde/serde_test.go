@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
@@ -139,8 +140,8 @@ type rowBuilder struct {
 	w           int
 }
 
-func newRowBuilder(arity int, kind RowKind) *rowBuilder {
-	w := nullBitsWidth(arity)
+func newRowBuilder(arity int, kind keygroups.RowKind) *rowBuilder {
+	w := keygroups.NullBitsWidth(arity)
 	r := &rowBuilder{fixed: make([]byte, w+8*arity), w: w}
 	r.fixed[0] = byte(kind)
 	return r
@@ -175,7 +176,7 @@ func TestBinaryRowAllTypes(t *testing.T) {
 		{Root: "TIMESTAMP_WITHOUT_TIME_ZONE", Precision: 3}, {Root: "TIMESTAMP_WITHOUT_TIME_ZONE", Precision: 9},
 		{Root: "DATE"}, {Root: "INTEGER"},
 	}
-	r := newRowBuilder(len(types), UpdateAfter)
+	r := newRowBuilder(len(types), keygroups.UpdateAfter)
 	r.slot(0)[0] = 1
 	r.slot(1)[0] = 0xFE
 	binary.LittleEndian.PutUint16(r.slot(2), 0xFFFD)
@@ -274,7 +275,7 @@ func TestBinaryRowArraysAndMaps(t *testing.T) {
 		{Root: "ARRAY", Element: &LogicalType{Root: "VARCHAR", Length: 1<<31 - 1}},
 		{Root: "MAP", Key: &LogicalType{Root: "VARCHAR", Length: 1<<31 - 1}, Value: &LogicalType{Root: "BIGINT"}},
 	}
-	r := newRowBuilder(len(types), Insert)
+	r := newRowBuilder(len(types), keygroups.Insert)
 	r.bytes(0, intArr)
 	r.bytes(1, strArr)
 	r.bytes(2, m)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
@@ -174,7 +175,7 @@ func (dc *decoder) validateRow(b []byte, base int64, depth int) error {
 	if dc.k == kBinaryRow {
 		arity = int(dc.snap.NumFields)
 	}
-	w := nullBitsWidth(arity)
+	w := keygroups.NullBitsWidth(arity)
 	if int64(len(b)) < int64(w)+8*int64(arity) {
 		return &binfmt.OffsetError{Offset: base, Err: fmt.Errorf("%w: row of %d fields needs %d bytes, has %d", binfmt.ErrCorrupt, arity, w+8*arity, len(b))}
 	}

@@ -6,6 +6,8 @@ import (
 	"math/big"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 // Value is a decoded datum. Its dynamic type is one of:
@@ -71,35 +73,9 @@ type MapEntry struct {
 // Map is a map value in serialized order. JSON: array of {"key","value"}.
 type Map []MapEntry
 
-// RowKind is the change flag of a SQL row.
-type RowKind uint8
-
-// Row kinds, in BinaryRowData byte order.
-const (
-	Insert       RowKind = 0
-	UpdateBefore RowKind = 1
-	UpdateAfter  RowKind = 2
-	Delete       RowKind = 3
-)
-
-// String returns Flink's short form: +I, -U, +U, -D.
-func (k RowKind) String() string {
-	switch k {
-	case Insert:
-		return "+I"
-	case UpdateBefore:
-		return "-U"
-	case UpdateAfter:
-		return "+U"
-	case Delete:
-		return "-D"
-	}
-	return "?"
-}
-
 // Row is a SQL row. JSON: ["+I", [field, ...]].
 type Row struct {
-	Kind   RowKind
+	Kind   keygroups.RowKind // +I, -U, +U or -D
 	Fields []Value
 }
 

@@ -126,7 +126,7 @@ func ConvertNative(ctx context.Context, st s3.Storage, id int64, dst s3.Storage,
 	var files []staged
 	var schema *engine.Schema
 	for i, sub := range subs {
-		rng := engine.KeyGroupRange{Start: sub.StartKeyGroup, End: sub.EndKeyGroup}
+		rng := keygroups.Range{Start: sub.StartKeyGroup, End: sub.EndKeyGroup}
 		be, stats, err := checkpoint.Restore(ctx, st, id, rng, filepath.Join(tmp, fmt.Sprint("db-", i)), checkpoint.RestoreOptions{Rocks: engine.RocksOptions{Clock: clock, WriteBufferSize: 8 << 20}})
 		if err != nil {
 			return nil, fmt.Errorf("restore subtask %d (key groups %d-%d): %w", i, rng.Start, rng.End, err)

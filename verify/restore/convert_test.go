@@ -15,6 +15,7 @@ import (
 	"github.com/sfstate/sfstate/canonical"
 	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/internal/bench/fillstate"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -93,7 +94,7 @@ func rawEntries(t *testing.T, st s3.Storage, id int64) map[string]string {
 	}
 	out := map[string]string{}
 	for _, sub := range m.Subtasks {
-		be, _, err := checkpoint.Restore(context.Background(), st, id, engine.KeyGroupRange{Start: sub.StartKeyGroup, End: sub.EndKeyGroup}, filepath.Join(t.TempDir(), "db"), checkpoint.RestoreOptions{})
+		be, _, err := checkpoint.Restore(context.Background(), st, id, keygroups.Range{Start: sub.StartKeyGroup, End: sub.EndKeyGroup}, filepath.Join(t.TempDir(), "db"), checkpoint.RestoreOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -110,7 +110,7 @@ func GenerateBackends(o GenOptions) ([]engine.Backend, *engine.Schema, *engine.C
 	var total int64
 	for i := 0; i < o.Parallelism; i++ {
 		r := keygroups.RangeForSubtask(o.MaxParallelism, o.Parallelism, i)
-		l := engine.Layout{MaxParallelism: o.MaxParallelism, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
+		l := engine.Layout{MaxParallelism: o.MaxParallelism, Range: r}
 		var be engine.Backend
 		var err error
 		if o.Backend == "heap" {

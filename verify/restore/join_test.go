@@ -28,7 +28,7 @@ const joinMaxP = 64
 func openJoin(t *testing.T, l recordstore.Layout, clock *engine.Clock) *joinCluster {
 	c := &joinCluster{}
 	for i, r := range keygroups.Ranges(joinMaxP, 2) {
-		be, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), fmt.Sprint(i)), engine.Layout{MaxParallelism: joinMaxP, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}},
+		be, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), fmt.Sprint(i)), engine.Layout{MaxParallelism: joinMaxP, Range: r},
 			[]engine.StateDesc{recordstore.StateDesc(l, time.Hour)}, engine.RocksOptions{Clock: clock, WriteBufferSize: 1 << 20})
 		if err != nil {
 			t.Fatal(err)

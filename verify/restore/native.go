@@ -137,7 +137,7 @@ func (n *native) digest(ctx context.Context, t verify.Target, source bool) (*ver
 	}
 	for i := 0; i < t.Parallelism; i++ {
 		r := keygroups.RangeForSubtask(maxP, t.Parallelism, i)
-		rng := engine.KeyGroupRange{Start: max(r.Start, from), End: min(r.End, to)}
+		rng := keygroups.Range{Start: max(r.Start, from), End: min(r.End, to)}
 		if rng.Start > rng.End {
 			continue
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/verify"
 )
@@ -30,7 +31,7 @@ func listMergeCheckpoint(t *testing.T, store s3.Storage) {
 		{Name: "tl", Kind: engine.KindList, TTL: time.Hour},
 		{Name: "l", Kind: engine.KindList},
 	}
-	l := engine.Layout{MaxParallelism: maxPar, Range: engine.KeyGroupRange{Start: 0, End: maxPar - 1}}
+	l := engine.Layout{MaxParallelism: maxPar, Range: keygroups.Range{Start: 0, End: maxPar - 1}}
 	clock := engine.NewManualClock(listT0)
 	be, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), "task"), l, states, engine.RocksOptions{Clock: clock})
 	if err != nil {

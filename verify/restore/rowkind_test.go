@@ -13,6 +13,7 @@ import (
 	"github.com/sfstate/sfstate/canonical"
 	"github.com/sfstate/sfstate/engine/rowcodec"
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/keyed"
@@ -22,9 +23,9 @@ import (
 
 // rowKindsOf counts the row kinds of the decoded rows (values, list
 // elements, map user keys and values) of sp.
-func rowKindsOf(t *testing.T, sp *savepoint.Savepoint) map[serde.RowKind]int {
+func rowKindsOf(t *testing.T, sp *savepoint.Savepoint) map[keygroups.RowKind]int {
 	t.Helper()
-	out := map[serde.RowKind]int{}
+	out := map[keygroups.RowKind]int{}
 	var add func(v serde.Value)
 	add = func(v serde.Value) {
 		switch x := v.(type) {
@@ -198,7 +199,7 @@ func TestVerifyRowKinds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if k := rowKindsOf(t, orig); len(k) != 1 || k[serde.Insert] == 0 {
+	if k := rowKindsOf(t, orig); len(k) != 1 || k[keygroups.Insert] == 0 {
 		t.Fatalf("%s: row kinds %v, want only +I", dedup, k)
 	}
 	for _, fx := range fixtures.All(t) {
@@ -209,7 +210,7 @@ func TestVerifyRowKinds(t *testing.T) {
 			sp, n := withRowKinds(t, fx.Name)
 			kinds := rowKindsOf(t, sp)
 			t.Logf("%d rows marked: %v", n, kinds)
-			if n >= 4 && (kinds[serde.UpdateBefore] == 0 || kinds[serde.UpdateAfter] == 0 || kinds[serde.Delete] == 0) {
+			if n >= 4 && (kinds[keygroups.UpdateBefore] == 0 || kinds[keygroups.UpdateAfter] == 0 || kinds[keygroups.Delete] == 0) {
 				t.Fatalf("rewrite left kinds %v", kinds)
 			}
 			r, err := runVerify(ctx, t, sp, nil)
@@ -226,9 +227,9 @@ func TestVerifyRowKinds(t *testing.T) {
 	sp, _ := withRowKinds(t, dedup)
 	var h hit
 	r, err := runVerify(ctx, t, sp, mutateFirst("deduplicate-state", &h, func(rf ref, key, val []byte) error {
-		if rowcodec.Kind(val) == rowcodec.RowKindInsert {
+		if rowcodec.Kind(val) == keygroups.Insert {
 			val[rowcodec.TTLSize] = 0x21 // +U
-		} else if err := rowcodec.SetKind(val, rowcodec.RowKindInsert); err != nil {
+		} else if err := rowcodec.SetKind(val, keygroups.Insert); err != nil {
 			return err
 		}
 		return rf.apply(func(b interface {

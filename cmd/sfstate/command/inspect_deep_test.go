@@ -103,7 +103,7 @@ func TestInspectDeepEngineCheckpoint(t *testing.T) {
 	var backends []engine.Backend
 	written := 0
 	for i, r := range keygroups.Ranges(maxPar, 2) {
-		l := engine.Layout{MaxParallelism: maxPar, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}
+		l := engine.Layout{MaxParallelism: maxPar, Range: r}
 		b, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), fmt.Sprintf("task-%d", i)), l, states, engine.RocksOptions{WriteBufferSize: 256 << 10})
 		if err != nil {
 			t.Fatal(err)

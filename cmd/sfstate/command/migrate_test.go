@@ -15,6 +15,7 @@ import (
 	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/migrate"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
@@ -132,7 +133,7 @@ func TestMigrateCommandSavepoints(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		be, _, err := checkpoint.Restore(context.Background(), st, mrep.CheckpointID, engine.KeyGroupRange{Start: 0, End: m.MaxParallelism - 1},
+		be, _, err := checkpoint.Restore(context.Background(), st, mrep.CheckpointID, keygroups.Range{Start: 0, End: m.MaxParallelism - 1},
 			filepath.Join(t.TempDir(), "r"+o.ID), checkpoint.RestoreOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -174,7 +175,7 @@ func TestMigrateCommandUsage(t *testing.T) {
 func TestMigrateCommandNothingToMigrate(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "src")
 	st, _ := s3.NewLocal(dir)
-	be, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), "db"), engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}},
+	be, err := engine.OpenRocksDB(filepath.Join(t.TempDir(), "db"), engine.Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}},
 		[]engine.StateDesc{recordstore.StateDesc(recordstore.LayoutRecord, 0)}, engine.RocksOptions{})
 	if err != nil {
 		t.Fatal(err)

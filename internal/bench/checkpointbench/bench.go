@@ -165,7 +165,7 @@ func benchVariant(ctx context.Context, cfg BenchConfig, logf func(string, ...any
 	}
 	for i, r := range ranges {
 		b, err := open(filepath.Join(scratch, fmt.Sprintf("task-%d", i)),
-			engine.Layout{MaxParallelism: maxPar, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}, states, engine.RocksOptions{})
+			engine.Layout{MaxParallelism: maxPar, Range: r}, states, engine.RocksOptions{})
 		if err != nil {
 			return err
 		}
@@ -309,7 +309,7 @@ func benchVariant(ctx context.Context, cfg BenchConfig, logf func(string, ...any
 		for i, r := range keygroups.Ranges(maxPar, rc.p) {
 			i, r := i, r
 			g.Go(func() error {
-				b, s, err := checkpoint.Restore(gctx, st, 2, engine.KeyGroupRange{Start: r.Start, End: r.End}, filepath.Join(dir, fmt.Sprint(i)), checkpoint.RestoreOptions{Parallel: cfg.Parallel, KeyGroupFiles: kg})
+				b, s, err := checkpoint.Restore(gctx, st, 2, r, filepath.Join(dir, fmt.Sprint(i)), checkpoint.RestoreOptions{Parallel: cfg.Parallel, KeyGroupFiles: kg})
 				if err != nil {
 					return err
 				}

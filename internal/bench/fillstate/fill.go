@@ -50,7 +50,7 @@ func Checkpointed(ctx context.Context, cfg Config, dir string, store s3.Storage,
 		}
 	}()
 	for i, r := range keygroups.Ranges(cfg.MaxParallelism, cfg.Parallelism) {
-		b, err := open(filepath.Join(dir, fmt.Sprint("task-", i)), engine.Layout{MaxParallelism: cfg.MaxParallelism, Range: engine.KeyGroupRange{Start: r.Start, End: r.End}}, states, engine.RocksOptions{})
+		b, err := open(filepath.Join(dir, fmt.Sprint("task-", i)), engine.Layout{MaxParallelism: cfg.MaxParallelism, Range: r}, states, engine.RocksOptions{})
 		if err != nil {
 			return 0, err
 		}

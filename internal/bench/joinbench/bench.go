@@ -260,7 +260,7 @@ type trialResult struct {
 // policy. Timed: key and row conversion, the join, output consumption
 // (a checksum over every output row) and state updates.
 func runTrial(dir string, sh *benchShape, pol benchPolicy, noPrefixBloom bool) (trialResult, error) {
-	layout := engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
+	layout := engine.Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}}
 	be, err := engine.OpenRocksDB(dir, layout, []engine.StateDesc{recordstore.StateDesc(pol.layout, 0)}, engine.RocksOptions{
 		WriteBufferSize:      benchWriteBuffer,
 		MaxWriteBufferNumber: 2,
@@ -329,7 +329,7 @@ func runTrial(dir string, sh *benchShape, pol benchPolicy, noPrefixBloom bool) (
 		keyOffs = append(keyOffs, len(keyBuf))
 		inputs = inputs[:0]
 		for i := range b.keys {
-			inputs = append(inputs, recordstore.Input{Side: b.sides[i], Kind: recordstore.Insert,
+			inputs = append(inputs, recordstore.Input{Side: b.sides[i], Kind: keygroups.Insert,
 				Key: keyBuf[keyOffs[i]:keyOffs[i+1]:keyOffs[i+1]],
 				Row: arena.Value(i)[rowcodec.TTLSize:]})
 		}

@@ -399,7 +399,7 @@ func (a *bundleAccess) del(st int, key []byte) {
 	}
 }
 
-var benchLayout = engine.Layout{MaxParallelism: 128, Range: engine.KeyGroupRange{Start: 0, End: 127}}
+var benchLayout = engine.Layout{MaxParallelism: 128, Range: keygroups.Range{Start: 0, End: 127}}
 
 func percentile(ds []time.Duration, q float64) float64 {
 	if len(ds) == 0 {

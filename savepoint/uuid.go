@@ -1,0 +1,17 @@
+package savepoint
+
+import (
+	"crypto/rand"
+	"fmt"
+)
+
+// NewUUID returns a random (version 4) UUID in its 36-character text form,
+// what Flink uses for state handle ids, backend ids and the names of
+// exclusive state files.
+func NewUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
