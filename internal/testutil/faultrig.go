@@ -69,6 +69,15 @@ type RequestCounter struct {
 	mu    sync.Mutex
 	n     Counts
 	fault *Fault
+	hook  func(*http.Request)
+}
+
+// SetHook makes the counter call h (nil: nothing) with every request before
+// forwarding it; h may block to hold the request.
+func (c *RequestCounter) SetHook(h func(*http.Request)) {
+	c.mu.Lock()
+	c.hook = h
+	c.mu.Unlock()
 }
 
 // Counts are the requests a RequestCounter saw since the last Arm.
@@ -154,6 +163,7 @@ func (c *RequestCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			sub, m = "complete", c.n.Completes
 		}
 	}
+	hook := c.hook
 	f := c.fault
 	fire := f != nil && !f.fired && ((f.Kind == kind && f.At == n) || (sub != "" && f.Kind == sub && f.At == m))
 	if fire {
@@ -170,6 +180,9 @@ func (c *RequestCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				c.remove(f)
 			}()
 		}
+	}
+	if hook != nil {
+		hook(r)
 	}
 	c.rp.ServeHTTP(w, r)
 }
