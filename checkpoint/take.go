@@ -340,7 +340,14 @@ func (c *Checkpointer) publish(ctx context.Context, id int64, locals []*localSub
 	}
 	ok := false
 	defer func() {
-		if !ok { // leave no private objects of a failed checkpoint behind
+		if ok {
+			return
+		}
+		// Leave no private objects of a failed checkpoint behind, unless
+		// `_metadata` landed after all (its response was lost) or whether
+		// it did cannot be told: then they belong to a published
+		// checkpoint.
+		if _, err := c.store.Stat(ctx, MetadataKey(id)); s3.IsNotExist(err) {
 			for _, w := range written {
 				if !strings.HasPrefix(w.Key, SharedPrefix) {
 					_ = c.store.Delete(ctx, w.Key)
@@ -377,10 +384,11 @@ func (c *Checkpointer) publish(ctx context.Context, id int64, locals []*localSub
 			}
 			g.Go(func() error {
 				err := c.uploadShared(gctx, l, o, filepath.Join(l.dir, f.Name))
-				if err == nil {
-					record(s3.Written{Key: o.key, Size: o.size, CRC: o.crc})
+				if err != nil {
+					return fmt.Errorf("checkpoint %d, subtask %d: %w", id, l.index, err)
 				}
-				return err
+				record(s3.Written{Key: o.key, Size: o.size, CRC: o.crc})
+				return nil
 			})
 		}
 		for i, name := range l.private {
@@ -477,10 +485,10 @@ func (c *Checkpointer) uploadShared(ctx context.Context, l *localSubtask, o *sha
 	}()
 	w, err := PutFile(ctx, c.store, o.key, file)
 	if err != nil {
-		return fmt.Errorf("upload %s: %w", file, err)
+		return fmt.Errorf("upload %s: %w", filepath.Base(file), err)
 	}
 	if w.Size != o.size {
-		return fmt.Errorf("upload %s: %d bytes, RocksDB listed %d", file, w.Size, o.size)
+		return fmt.Errorf("upload %s: %d bytes, RocksDB listed %d", filepath.Base(file), w.Size, o.size)
 	}
 	o.crc = w.CRC
 	return nil
