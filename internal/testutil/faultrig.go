@@ -174,11 +174,16 @@ func (c *RequestCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err := c.addToxic(f.Toxic); err != nil {
 			c.t.Errorf("add toxic: %v", err)
 			close(f.removed)
-		} else if f.Hold >= 0 {
-			go func() {
-				time.Sleep(f.Hold)
-				c.remove(f)
-			}()
+		} else {
+			// A pause, so that Toxiproxy has the toxic on the connection
+			// in use before the response flows.
+			time.Sleep(20 * time.Millisecond)
+			if f.Hold >= 0 {
+				go func() {
+					time.Sleep(f.Hold)
+					c.remove(f)
+				}()
+			}
 		}
 	}
 	if hook != nil {
