@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -71,7 +72,11 @@ func (r *checkpointRig) failedCleanly(t *testing.T, prefix string, id int64) {
 		t.Errorf("%s: %s after a failed checkpoint: %v", prefix, MetadataKey(id), err)
 	}
 	if objs, err := st.List(r.ctx, Dir(id)+"/"); err != nil || len(objs) > 0 {
-		t.Errorf("%s: failed checkpoint left %d objects in %s (%v)", prefix, len(objs), Dir(id), err)
+		var keys []string
+		for _, o := range objs {
+			keys = append(keys, o.Key)
+		}
+		t.Errorf("%s: failed checkpoint left %v in %s (%v)", prefix, keys, Dir(id), err)
 	}
 	r.noPending(t, prefix)
 }
@@ -305,5 +310,55 @@ func TestLostMetadataResponseKeepsCheckpoint(t *testing.T) {
 	}
 	assertConsistent(t, st, []int64{1}, liveShared(cp))
 	restored, _ := restoreAll(t, st, 1, 3, RestoreOptions{})
+	checkRestored(t, c.want, restored)
+}
+
+// TestFaultCheckpointCancel: a checkpoint whose TakeSync context ends in
+// the middle of a multipart upload stops: the upload is aborted, nothing
+// of the checkpoint's directory stays (nor appears later), and a retake
+// succeeds.
+func TestFaultCheckpointCancel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 gateway and Toxiproxy")
+	}
+	r := newCheckpointRig(t)
+	c := newCluster(t, 2)
+	c.write(0, 3000, "a", true)
+	c.writeBlobs(12, 512<<10)
+	// Parts are held, so that the cancel lands inside the upload.
+	r.Counter.SetHook(func(req *http.Request) {
+		if req.URL.Query().Has("partNumber") {
+			time.Sleep(time.Second)
+		}
+	})
+	st := r.store(t, "cancel")
+	cp := New(st, Options{})
+	ctx, cancel := context.WithCancel(r.ctx)
+	defer cancel()
+	r.Counter.Arm(nil)
+	var cancelled time.Time
+	go func() {
+		for r.Counter.Counts().Parts == 0 && ctx.Err() == nil {
+			time.Sleep(2 * time.Millisecond)
+		}
+		cancelled = time.Now()
+		cancel()
+	}()
+	_, err := cp.TakeSync(ctx, c.backends, 1)
+	stopped := time.Since(cancelled)
+	cnt, _ := r.Counter.Disarm()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled checkpoint: %v (%+v)", err, cnt)
+	}
+	t.Logf("stopped %v after the cancel (%+v)", stopped.Round(time.Millisecond), cnt)
+	r.failedCleanly(t, "cancel", 1)
+	time.Sleep(time.Second)
+	r.failedCleanly(t, "cancel", 1)
+	r.Counter.SetHook(nil)
+	if _, err := cp.TakeSync(r.ctx, c.backends, 1); err != nil {
+		t.Fatalf("retake: %v", err)
+	}
+	assertConsistent(t, st, []int64{1}, liveShared(cp))
+	restored, _ := restoreAll(t, r.direct(t, "cancel"), 1, 1, RestoreOptions{})
 	checkRestored(t, c.want, restored)
 }
