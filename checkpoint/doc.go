@@ -10,8 +10,9 @@
 // a directory of hard links to the live SST files plus copies of
 // MANIFEST, CURRENT and OPTIONS. Take returns then; its cost is a memtable
 // flush and one link per file, independent of how much was written since
-// the previous checkpoint. The upload runs in the background
-// (Pending.Wait; TakeSync waits):
+// the previous checkpoint. The upload runs in the background, past the
+// context of Take (Pending.Wait; Pending.Cancel stops it; TakeSync waits,
+// and cancels the upload when its context ends):
 //
 //  1. every SST file not uploaded before by this Checkpointer (per
 //     subtask; SST files are immutable and named uniquely per RocksDB
@@ -23,7 +24,8 @@
 //  3. the manifest, then `_metadata` with PutIfAbsent, after checking that
 //     every object written is visible with its size (s3.CommitMetadata).
 //     A checkpoint that fails anywhere has no `_metadata`, and its private
-//     objects are deleted.
+//     objects are deleted (unless `_metadata` landed although its write
+//     failed on this side, or the store cannot tell: then they stay).
 //
 // # Layout on the store
 //

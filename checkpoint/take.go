@@ -113,11 +113,12 @@ type Result struct {
 // Pending is a checkpoint whose local part is done and whose upload runs in
 // the background.
 type Pending struct {
-	ID   int64
-	Sync time.Duration
-	done chan struct{}
-	res  *Result
-	err  error
+	ID     int64
+	Sync   time.Duration
+	done   chan struct{}
+	cancel context.CancelFunc
+	res    *Result
+	err    error
 }
 
 // Wait blocks until the checkpoint is published (or failed) and returns
@@ -133,6 +134,12 @@ func (p *Pending) Wait(ctx context.Context) (*Result, error) {
 
 // Done is closed when the upload finished.
 func (p *Pending) Done() <-chan struct{} { return p.done }
+
+// Cancel stops the upload: unless `_metadata` is already written, the
+// checkpoint fails, its uploads are aborted and its private objects
+// removed (shared files stay for the next checkpoint to reuse). Wait
+// returns once that is done.
+func (p *Pending) Cancel() { p.cancel() }
 
 type localSubtask struct {
 	index   int
@@ -261,8 +268,10 @@ func (c *Checkpointer) Take(ctx context.Context, backends []engine.Backend, id i
 		st.uploaded = live // files compacted away are no longer reused
 	}
 	c.mu.Unlock()
-	p := &Pending{ID: id, Sync: time.Since(start), done: make(chan struct{})}
-	go c.finish(context.WithoutCancel(ctx), p, locals, states, maxPar)
+	// The upload outlives ctx (Take returns before it); Cancel stops it.
+	uctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	p := &Pending{ID: id, Sync: time.Since(start), done: make(chan struct{}), cancel: cancel}
+	go c.finish(uctx, p, locals, states, maxPar)
 	return p, nil
 }
 
@@ -286,13 +295,24 @@ func (c *Checkpointer) Adopt(subtask int, b engine.Backend, files []SSTEntry) {
 	c.subtasks[subtask] = st
 }
 
-// TakeSync is Take followed by Wait.
+// TakeSync is Take followed by Wait. When ctx ends first, the upload is
+// cancelled (Pending.Cancel) and TakeSync returns once it stopped: with
+// ctx's error, or the result when `_metadata` was written by then.
 func (c *Checkpointer) TakeSync(ctx context.Context, backends []engine.Backend, id int64) (*Result, error) {
 	p, err := c.Take(ctx, backends, id)
 	if err != nil {
 		return nil, err
 	}
-	return p.Wait(ctx)
+	res, err := p.Wait(ctx)
+	if err != nil && ctx.Err() != nil {
+		p.Cancel()
+		<-p.done
+		if p.err == nil {
+			return p.res, nil
+		}
+		return nil, ctx.Err()
+	}
+	return res, err
 }
 
 func sameStates(a, b []engine.StateDesc) bool {
@@ -318,13 +338,14 @@ func (c *Checkpointer) finish(ctx context.Context, p *Pending, locals []*localSu
 	c.mu.Unlock()
 	if err == nil {
 		res.Sync, res.Upload = p.Sync, time.Since(start)
-		if c.opts.Retain > 0 {
+		if c.opts.Retain > 0 && ctx.Err() == nil {
 			if gerr := c.Collect(ctx); gerr != nil {
 				err = fmt.Errorf("checkpoint %d published, but retention failed: %w", p.ID, gerr)
 			}
 		}
 	}
 	p.res, p.err = res, err
+	p.cancel()
 	close(p.done)
 }
 
@@ -333,20 +354,38 @@ func (c *Checkpointer) publish(ctx context.Context, id int64, locals []*localSub
 	defer c.gc.RUnlock()
 	var mu sync.Mutex
 	var written []s3.Written
+	var private []string // every private key a write was started for
 	record := func(w s3.Written) {
 		mu.Lock()
 		written = append(written, w)
 		mu.Unlock()
 	}
+	try := func(key string) {
+		mu.Lock()
+		private = append(private, key)
+		mu.Unlock()
+	}
 	ok := false
 	defer func() {
-		if !ok { // leave no private objects of a failed checkpoint behind
-			for _, w := range written {
-				if !strings.HasPrefix(w.Key, SharedPrefix) {
-					_ = c.store.Delete(ctx, w.Key)
-				}
+		if ok {
+			return
+		}
+		// The cleanup runs also after Cancel, bounded in time.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		// Leave no private objects of a failed checkpoint behind, unless
+		// `_metadata` landed after all (its response was lost) or whether
+		// it did cannot be told: then they belong to a published
+		// checkpoint.
+		// A write that failed on this side (cancelled, or its response
+		// lost) may have landed: every started one is deleted.
+		if _, err := c.store.Stat(ctx, MetadataKey(id)); s3.IsNotExist(err) {
+			mu.Lock()
+			keys := append(private, Dir(id)+"/"+savepoint.SumsName)
+			mu.Unlock()
+			for _, k := range keys {
+				_ = c.store.Delete(ctx, k)
 			}
-			_ = c.store.Delete(ctx, Dir(id)+"/"+savepoint.SumsName)
 		}
 	}()
 	res := &Result{ID: id}
@@ -377,15 +416,17 @@ func (c *Checkpointer) publish(ctx context.Context, id int64, locals []*localSub
 			}
 			g.Go(func() error {
 				err := c.uploadShared(gctx, l, o, filepath.Join(l.dir, f.Name))
-				if err == nil {
-					record(s3.Written{Key: o.key, Size: o.size, CRC: o.crc})
+				if err != nil {
+					return fmt.Errorf("checkpoint %d, subtask %d: %w", id, l.index, err)
 				}
-				return err
+				record(s3.Written{Key: o.key, Size: o.size, CRC: o.crc})
+				return nil
 			})
 		}
 		for i, name := range l.private {
 			i, name := i, name
 			key := fmt.Sprintf("%s/task-%d/%s", Dir(id), l.index, name)
+			try(key)
 			g.Go(func() error {
 				w, err := PutFile(gctx, c.store, key, filepath.Join(l.dir, name))
 				if err != nil {
@@ -448,6 +489,7 @@ func (c *Checkpointer) publish(ctx context.Context, id int64, locals []*localSub
 	if err != nil {
 		return nil, err
 	}
+	try(ManifestKey(id))
 	w, err := s3.PutHashed(ctx, c.store, ManifestKey(id), strings.NewReader(string(mb)), int64(len(mb)))
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint %d: manifest: %w", id, err)
@@ -477,10 +519,10 @@ func (c *Checkpointer) uploadShared(ctx context.Context, l *localSubtask, o *sha
 	}()
 	w, err := PutFile(ctx, c.store, o.key, file)
 	if err != nil {
-		return fmt.Errorf("upload %s: %w", file, err)
+		return fmt.Errorf("upload %s: %w", filepath.Base(file), err)
 	}
 	if w.Size != o.size {
-		return fmt.Errorf("upload %s: %d bytes, RocksDB listed %d", file, w.Size, o.size)
+		return fmt.Errorf("upload %s: %d bytes, RocksDB listed %d", filepath.Base(file), w.Size, o.size)
 	}
 	o.crc = w.CRC
 	return nil

@@ -195,9 +195,13 @@ type run struct {
 	op       *OperatorReport
 	steps    int
 	written  []s3.Written
-	mu       sync.Mutex // guards steps, counters and the report while subtasks run in parallel
-	t0       time.Time
-	c0       time.Duration
+	// srcRefs counts the source subtasks referencing each shared object:
+	// a failed subtask removes its carried-over copy of an object only
+	// when no other subtask (possibly journaled) needs it.
+	srcRefs map[string]int
+	mu      sync.Mutex // guards steps, counters and the report while subtasks run in parallel
+	t0      time.Time
+	c0      time.Duration
 }
 
 func (r *run) phase(name string) {
@@ -342,7 +346,15 @@ func Checkpoint(ctx context.Context, src, dst s3.Storage, opts Options) (*Report
 		}
 		opts.Progress.SetTotal(total)
 	}
-	g, _ := errgroup.WithContext(ctx)
+	r.srcRefs = map[string]int{}
+	for i := range m.Subtasks {
+		for _, f := range m.Subtasks[i].Shared {
+			r.srcRefs[f.Key]++
+		}
+	}
+	// A failed subtask (or an interrupt) stops the subtasks not yet
+	// started; those under way stop at their next check of r.ctx.
+	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(1, opts.Parallel))
 	for i := range m.Subtasks {
 		st := &m.Subtasks[i]
@@ -355,6 +367,9 @@ func Checkpoint(ctx context.Context, src, dst s3.Storage, opts Options) (*Report
 			continue
 		}
 		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
 			e, err := r.subtask(st)
 			if err != nil {
 				return fmt.Errorf("migrate: checkpoint %d, subtask %d: %w", id, st.Index, err)
@@ -528,8 +543,16 @@ func backendID(src string) string {
 }
 
 // subtask migrates one subtask: fetch, convert, build, verify, upload,
-// journal.
-func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
+// journal. A subtask that fails before its journal entry is written
+// removes what it wrote to the destination (a rerun redoes it): only
+// journaled subtasks leave objects behind for a resume.
+func (r *run) subtask(st *checkpoint.Subtask) (_ *journalEntry, err error) {
+	var wrote []string
+	defer func() {
+		if err != nil {
+			r.remove(wrote)
+		}
+	}()
 	work, err := os.MkdirTemp(r.opts.WorkDir, s3.ScratchPrefix+"migrate-")
 	if err != nil {
 		return nil, err
@@ -551,6 +574,9 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 		objs = append(objs, f.Object)
 	}
 	for _, o := range objs {
+		if err := r.ctx.Err(); err != nil {
+			return nil, err
+		}
 		n, err := r.fetch(o, filepath.Join(srcDir, o.Name))
 		if err != nil {
 			return nil, err
@@ -625,6 +651,9 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 	if err := conv.run(false); err != nil {
 		return nil, err
 	}
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
 	rd.Close()
 	r.phase("convert")
 	if err := finishOut(out, conv.files); err != nil {
@@ -652,7 +681,10 @@ func (r *run) subtask(st *checkpoint.Subtask) (*journalEntry, error) {
 	// 5. upload
 	e := &journalEntry{Format: journalFormat, Source: r.srcCRC, Buckets: conv.buckets, Rows: conv.rows,
 		BytesIn: conv.bytesIn, BytesOut: conv.bytesOut, Digest: encodeDigest(conv.src)}
-	sub, err := r.upload(st, snapDir, infos, e)
+	if err := r.ctx.Err(); err != nil {
+		return nil, err
+	}
+	sub, err := r.upload(st, snapDir, infos, e, &wrote)
 	if err != nil {
 		return nil, err
 	}
@@ -793,7 +825,12 @@ func (c *conversion) run(dry bool) error {
 	if err != nil {
 		return fmt.Errorf("state %q: %w", recordstore.RecordStateName, err)
 	}
-	for bok || rok {
+	for n := 0; bok || rok; n++ {
+		if n&1023 == 0 {
+			if err := c.r.ctx.Err(); err != nil {
+				return err
+			}
+		}
 		if rok && (!bok || bytes.Compare(rk, bk) < 0) {
 			if err := rdg.Add(rk, rv); err != nil {
 				return fmt.Errorf("state %q: %w", recordstore.RecordStateName, err)
@@ -947,7 +984,7 @@ func digestRecordsDir(dir string, width int) (*Digest, error) {
 // upload publishes the subtask's output directory: new SST files and the
 // private files are written; SST files that are hard links of source files
 // keep the source's object key and are carried over by reference.
-func (r *run) upload(st *checkpoint.Subtask, dir string, infos map[string]os.FileInfo, e *journalEntry) (*checkpoint.Subtask, error) {
+func (r *run) upload(st *checkpoint.Subtask, dir string, infos map[string]os.FileInfo, e *journalEntry, wrote *[]string) (*checkpoint.Subtask, error) {
 	files, err := engine.ListSSTFiles(dir)
 	if err != nil {
 		return nil, err
@@ -972,6 +1009,9 @@ func (r *run) upload(st *checkpoint.Subtask, dir string, infos map[string]os.Fil
 				break
 			}
 		}
+		if err := r.ctx.Err(); err != nil {
+			return nil, err
+		}
 		if srcObj != nil {
 			if err := r.step(); err != nil {
 				return nil, err
@@ -979,6 +1019,9 @@ func (r *run) upload(st *checkpoint.Subtask, dir string, infos map[string]os.Fil
 			linked, err := r.reference(srcObj.Key, srcObj)
 			if err != nil {
 				return nil, fmt.Errorf("carry over %s: %w", srcObj.Key, err)
+			}
+			if r.srcRefs[srcObj.Key] == 1 {
+				*wrote = append(*wrote, srcObj.Key)
 			}
 			ent.Object = checkpoint.Object{Name: f.Name, Key: srcObj.Key, Size: srcObj.Size, CRC: srcObj.CRC}
 			if linked {
@@ -994,6 +1037,7 @@ func (r *run) upload(st *checkpoint.Subtask, dir string, infos map[string]os.Fil
 			if err != nil {
 				return nil, err
 			}
+			*wrote = append(*wrote, key)
 			ent.Object = checkpoint.Object{Name: f.Name, Key: key, Size: w.Size, CRC: w.CRC}
 			ent.Uploaded = true
 			e.Written++
@@ -1015,6 +1059,7 @@ func (r *run) upload(st *checkpoint.Subtask, dir string, infos map[string]os.Fil
 		if err != nil {
 			return nil, err
 		}
+		*wrote = append(*wrote, key)
 		sub.Private = append(sub.Private, checkpoint.Object{Name: d.Name(), Key: key, Size: w.Size, CRC: w.CRC})
 		e.Written++
 		e.BWritten += w.Size
@@ -1022,6 +1067,20 @@ func (r *run) upload(st *checkpoint.Subtask, dir string, infos map[string]os.Fil
 	}
 	sort.Slice(sub.Private, func(i, j int) bool { return sub.Private[i].Name < sub.Private[j].Name })
 	return sub, nil
+}
+
+// remove deletes the destination objects of a failed subtask, best
+// effort and bounded in time: the run has failed already, and a rerun
+// overwrites what is left.
+func (r *run) remove(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.ctx), 30*time.Second)
+	defer cancel()
+	for _, k := range keys {
+		_ = r.dst.Delete(ctx, k)
+	}
 }
 
 func (r *run) putFile(key, file string) (s3.Written, error) {

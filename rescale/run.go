@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -128,13 +127,13 @@ func Run(ctx context.Context, req Request) (_ *Result, retErr error) {
 	if req.Src == nil || req.Dst == nil {
 		return nil, errors.New("rescale: source and destination are required")
 	}
-	rec := &recording{Storage: req.Dst}
+	rec := s3.NewRecording(req.Dst, savepoint.MetadataName)
 	req.Dst = rec
 	defer func() {
 		// A failed run removes the data files it wrote (never `_metadata`,
 		// and nothing when another writer published first).
 		if retErr != nil && !errors.Is(retErr, ErrExists) {
-			rec.cleanup(context.WithoutCancel(ctx))
+			rec.Remove(context.WithoutCancel(ctx))
 		}
 	}()
 	if req.Canonical {
@@ -520,8 +519,8 @@ func (t *translator) copyAll(ctx context.Context, res *Result) ([]s3.Written, er
 				if err := t.req.CopyStore.Copy(gctx, t.req.SrcPrefix+key, t.req.DstPrefix+dk); err != nil {
 					return fmt.Errorf("rescale: copying %s: %w", key, err)
 				}
-				if r, ok := t.req.Dst.(*recording); ok {
-					r.note(dk)
+				if r, ok := t.req.Dst.(*s3.Recording); ok {
+					r.Note(dk)
 				}
 				info, err := t.req.Dst.Stat(gctx, dk)
 				if err != nil {
@@ -658,59 +657,4 @@ func stateBytes(ctx context.Context, src *savepoint.Savepoint) (int64, error) {
 		}
 	}
 	return total, nil
-}
-
-// recording remembers the keys written through it so that a failed run can
-// remove them.
-type recording struct {
-	s3.Storage
-	mu   sync.Mutex
-	keys []string
-}
-
-func (r *recording) note(key string) {
-	if key == savepoint.MetadataName {
-		return
-	}
-	r.mu.Lock()
-	r.keys = append(r.keys, key)
-	r.mu.Unlock()
-}
-
-func (r *recording) Put(ctx context.Context, key string, rd io.Reader, size int64) error {
-	err := r.Storage.Put(ctx, key, rd, size)
-	if err == nil {
-		r.note(key)
-	}
-	return err
-}
-
-func (r *recording) PutIfAbsent(ctx context.Context, key string, rd io.Reader, size int64) error {
-	err := r.Storage.PutIfAbsent(ctx, key, rd, size)
-	if err == nil {
-		r.note(key)
-	}
-	return err
-}
-
-func (r *recording) Copy(ctx context.Context, src, dst string) error {
-	err := r.Storage.Copy(ctx, src, dst)
-	if err == nil {
-		r.note(dst)
-	}
-	return err
-}
-
-func (r *recording) cleanup(ctx context.Context) {
-	if _, err := r.Storage.Stat(ctx, savepoint.MetadataName); !s3.IsNotExist(err) {
-		// Published after all (or unknown): its files must stay.
-		return
-	}
-	r.mu.Lock()
-	keys := r.keys
-	r.keys = nil
-	r.mu.Unlock()
-	for _, k := range keys {
-		_ = r.Storage.Delete(ctx, k) // best effort: the run already failed
-	}
 }

@@ -532,7 +532,9 @@ func (s *S3) putSingle(ctx context.Context, key, fk string, data []byte, ifAbsen
 
 func (s *S3) putMultipart(ctx context.Context, key, fk string, first []byte, r io.Reader, size, partSize int64, ifAbsent bool) error {
 	var uploadID *string
+	attempts, t0 := 0, time.Now()
 	err := s.retry(ctx, "create_multipart", key, func() error {
+		attempts++
 		out, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: &fk,
 			ChecksumAlgorithm: types.ChecksumAlgorithmCrc32c})
 		if err == nil {
@@ -540,6 +542,12 @@ func (s *S3) putMultipart(ctx context.Context, key, fk string, first []byte, r i
 		}
 		return classify(err)
 	})
+	if attempts > 1 {
+		// A failed attempt may have created an upload whose response was
+		// lost: abort those once this upload is over (when the link is
+		// likelier back), lest they stay pending.
+		defer s.abortStrays(ctx, key, fk, aws.ToString(uploadID), t0)
+	}
 	if err != nil {
 		return fmt.Errorf("%s: put %s: create multipart upload: %w", s.name, key, err)
 	}
@@ -554,6 +562,34 @@ func (s *S3) putMultipart(ctx context.Context, key, fk string, first []byte, r i
 		return fmt.Errorf("%s: put %s: %w (and aborting upload %s failed: %v)", s.name, key, err, aws.ToString(uploadID), aerr)
 	}
 	return fmt.Errorf("%s: put %s: %w", s.name, key, err)
+}
+
+// abortStrays aborts, best effort, the pending uploads of exactly key fk
+// other than keep that were started since t0 (less a minute for clock
+// skew): those a retried CreateMultipartUpload left behind.
+func (s *S3) abortStrays(ctx context.Context, key, fk, keep string, t0 time.Time) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	var out *s3.ListMultipartUploadsOutput
+	if s.retry(actx, "list_multipart", key, func() error {
+		var err error
+		out, err = s.client.ListMultipartUploads(actx, &s3.ListMultipartUploadsInput{Bucket: &s.bucket, Prefix: &fk})
+		return classify(err)
+	}) != nil {
+		return
+	}
+	for _, u := range out.Uploads {
+		if aws.ToString(u.Key) != fk || aws.ToString(u.UploadId) == keep || aws.ToTime(u.Initiated).Before(t0.Add(-time.Minute)) {
+			continue
+		}
+		_ = s.retry(actx, "abort_multipart", key, func() error {
+			_, err := s.client.AbortMultipartUpload(actx, &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: &fk, UploadId: u.UploadId})
+			if err != nil && isCode(err, "NoSuchUpload") {
+				return nil
+			}
+			return classify(err)
+		})
+	}
 }
 
 // abortFully aborts a multipart upload and makes sure it stays gone. A part

@@ -1,8 +1,11 @@
 package command
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sfstate/sfstate/internal/progress"
 	"github.com/sfstate/sfstate/s3"
@@ -81,9 +84,18 @@ func runExport(c *cli.Context) error {
 	}
 	bar := progress.New(c.App.ErrWriter, g.JSON || g.Quiet || g.NoProgress, "exporting", 0, "key groups")
 	o.Progress = bar
-	man, err := stateexport.Export(ctx, sp, out, o)
+	// A failed or interrupted export removes the tables it wrote: without
+	// the manifest they are no dataset. Not when another export published
+	// the same manifest first (its tables have the same names).
+	rec := s3.NewRecording(out, stateexport.ManifestKey(o.Shard))
+	man, err := stateexport.Export(ctx, sp, rec, o)
 	bar.Done()
 	if err != nil {
+		if !errors.Is(err, s3.ErrExists) {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			rec.Remove(cctx)
+			cancel()
+		}
 		return Fail(ExitIO, err)
 	}
 	w := c.App.Writer

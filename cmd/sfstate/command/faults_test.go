@@ -9,12 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log"
 	"math/rand"
-	"net"
-	"net/http"
-	"net/http/httputil"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,149 +33,14 @@ import (
 )
 
 // Command-level fault tests: whole writing commands run against versitygw
-// through Toxiproxy, with a fault injected at the N-th read or write request.
-//
-//	sfstate ──> Toxiproxy ──> reqCounter (reverse proxy) ──> versitygw
-//
-// The counter sits behind Toxiproxy, so the command sees the real TCP
-// fault (reset, or a connection that stalls and closes), while the counter
-// knows which request is in flight and adds the toxic just before it
-// forwards the N-th request of a kind: the response of that request is the
-// first traffic through the toxic.
+// through Toxiproxy (testutil.FaultRig), with a fault injected at the N-th
+// read or write request.
 
-// reqCounter counts the S3 requests of the commands and fires the armed
-// fault.
-type reqCounter struct {
-	t     *testing.T
-	addr  string
-	rp    *httputil.ReverseProxy
-	proxy *testutil.Proxy
-
-	mu            sync.Mutex
-	reads, writes int
-	fault         *armedFault
-}
-
-// armedFault adds toxic once the at-th request of kind ("read": object
-// GET; "write": PUT or POST) arrives, and removes it hold later (hold < 0:
-// when disarmed).
-type armedFault struct {
-	kind    string
-	at      int
-	toxic   testutil.Toxic
-	hold    time.Duration
-	fired   bool
-	removed chan struct{}
-}
-
-func newReqCounter(t *testing.T, upstream string) *reqCounter {
-	t.Helper()
-	u, err := url.Parse(upstream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := &reqCounter{t: t, addr: l.Addr().String()}
-	// The Host header is kept (the director does not change it), so the
-	// SigV4 signature made for the proxy's address still verifies.
-	c.rp = httputil.NewSingleHostReverseProxy(u)
-	c.rp.ErrorLog = log.New(io.Discard, "", 0)
-	srv := &http.Server{Handler: c, ErrorLog: log.New(io.Discard, "", 0)}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return c
-}
-
-func requestKind(r *http.Request) string {
-	switch {
-	case r.Method == http.MethodPut || r.Method == http.MethodPost:
-		return "write"
-	case r.Method == http.MethodGet && strings.Contains(strings.Trim(r.URL.Path, "/"), "/"):
-		return "read" // an object, not a bucket-level listing
-	}
-	return ""
-}
-
-func (c *reqCounter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	kind := requestKind(r)
-	c.mu.Lock()
-	n := 0
-	switch kind {
-	case "read":
-		c.reads++
-		n = c.reads
-	case "write":
-		c.writes++
-		n = c.writes
-	}
-	f := c.fault
-	fire := f != nil && !f.fired && f.kind == kind && f.at == n
-	if fire {
-		f.fired = true
-	}
-	c.mu.Unlock()
-	if fire {
-		if err := c.proxy.AddToxic(context.Background(), f.toxic); err != nil {
-			c.t.Errorf("add toxic: %v", err)
-			close(f.removed)
-		} else if f.hold >= 0 {
-			go func() {
-				time.Sleep(f.hold)
-				c.remove(f)
-			}()
-		}
-	}
-	c.rp.ServeHTTP(w, r)
-}
-
-func (c *reqCounter) remove(f *armedFault) {
-	if err := c.proxy.RemoveToxic(context.Background(), f.toxic.Name); err != nil {
-		c.t.Errorf("remove toxic: %v", err)
-	}
-	close(f.removed)
-}
-
-// arm resets the counts and arms f (nil: none).
-func (c *reqCounter) arm(f *armedFault) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.reads, c.writes = 0, 0
-	if f != nil {
-		f.removed = make(chan struct{})
-	}
-	c.fault = f
-}
-
-// disarm removes a fault still in place and returns the counts and
-// whether the fault fired.
-func (c *reqCounter) disarm() (reads, writes int, fired bool) {
-	c.mu.Lock()
-	f := c.fault
-	c.fault = nil
-	reads, writes = c.reads, c.writes
-	fired = f != nil && f.fired
-	c.mu.Unlock()
-	if fired {
-		if f.hold < 0 {
-			c.remove(f)
-		}
-		select {
-		case <-f.removed:
-		case <-time.After(30 * time.Second):
-			c.t.Error("toxic removal did not finish")
-		}
-	}
-	return reads, writes, fired
-}
-
-// cmdFaultRig is versitygw, the counter and Toxiproxy, with the process
-// environment set for in-process commands.
+// cmdFaultRig is testutil.FaultRig with the process environment set for
+// in-process commands.
 type cmdFaultRig struct {
 	srv      *testutil.S3Server
-	ctr      *reqCounter
+	ctr      *testutil.RequestCounter
 	proxy    *testutil.Proxy
 	endpoint string // what the commands use: Toxiproxy's listener
 	ctx      context.Context
@@ -188,16 +48,10 @@ type cmdFaultRig struct {
 
 func newCmdFaultRig(t *testing.T) *cmdFaultRig {
 	t.Helper()
-	srv := testutil.StartVersitygw(t)
-	tp := testutil.StartToxiproxy(t)
+	rig := testutil.StartFaultRig(t, "s3cmd")
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	t.Cleanup(cancel)
-	ctr := newReqCounter(t, srv.Endpoint)
-	proxy, err := tp.CreateProxy(ctx, "s3cmd", ctr.addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctr.proxy = proxy
+	srv := rig.Srv
 	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
 	t.Setenv("AWS_REGION", srv.Region)
@@ -205,7 +59,7 @@ func newCmdFaultRig(t *testing.T) *cmdFaultRig {
 	t.Setenv("AWS_ENDPOINT_URL", "")
 	t.Setenv("AWS_ENDPOINT_URL_S3", "")
 	t.Setenv("AWS_EC2_METADATA_DISABLED", "true")
-	return &cmdFaultRig{srv: srv, ctr: ctr, proxy: proxy, endpoint: proxy.URL(), ctx: ctx}
+	return &cmdFaultRig{srv: srv, ctr: rig.Counter, proxy: rig.Proxy, endpoint: rig.Endpoint, ctx: ctx}
 }
 
 func (r *cmdFaultRig) url(prefix string) string { return "s3://" + r.srv.Bucket + "/" + prefix }
@@ -321,7 +175,9 @@ func (r *cmdFaultRig) checkOutcome(t *testing.T, c writeCmd, dst string, srcHash
 // complete. It reports whether the output was published.
 func (r *cmdFaultRig) checkState(t *testing.T, c writeCmd, dst string, srcHashes map[string][32]byte) bool {
 	t.Helper()
-	if got := r.hashes(t, c.src); !equalHashes(got, srcHashes) {
+	if srcHashes == nil {
+		// a local source
+	} else if got := r.hashes(t, c.src); !equalHashes(got, srcHashes) {
 		t.Errorf("source %s changed", c.src)
 	}
 	if ups := r.pendingUploads(t); len(ups) > 0 {
@@ -423,17 +279,6 @@ func equalHashes(a, b map[string][32]byte) bool {
 	return true
 }
 
-// points returns the distinct request numbers first, middle and last of n.
-func points(n int) []int {
-	var out []int
-	for _, p := range []int{1, (n + 1) / 2, n} {
-		if p >= 1 && (len(out) == 0 || out[len(out)-1] != p) {
-			out = append(out, p)
-		}
-	}
-	return out
-}
-
 // TestFaultsWritingCommands drives every writing command through resets
 // at the first, middle and last read and write request, timeouts at the
 // first and last, and a reset that never heals.
@@ -470,14 +315,14 @@ func TestFaultsWritingCommands(t *testing.T) {
 				t.Fatalf("no source objects under %s", c.src)
 			}
 			n := 0
-			runCase := func(f *armedFault) (code int, stderr string, reads, writes int, fired bool) {
+			runCase := func(f *testutil.Fault) (code int, stderr string, reads, writes int, fired bool) {
 				n++
 				dst := fmt.Sprintf("out-%s-%d", c.name, n)
-				r.ctr.arm(f)
+				r.ctr.Arm(f)
 				_, stderr, code = runVia(t, r.endpoint, c.args(r.url(c.src), r.url(dst))...)
-				reads, writes, fired = r.ctr.disarm()
+				cnt, fired := r.ctr.Disarm()
 				r.checkOutcome(t, c, dst, srcHashes, code, stderr)
-				return code, stderr, reads, writes, fired
+				return code, stderr, cnt.Reads, cnt.Writes, fired
 			}
 			code, stderr, reads, writes, _ := runCase(nil)
 			if code != ExitOK {
@@ -489,12 +334,12 @@ func TestFaultsWritingCommands(t *testing.T) {
 				if kind == "write" {
 					total = writes
 				}
-				for _, at := range points(total) {
+				for _, at := range testutil.FaultPoints(total) {
 					for _, fl := range faults {
 						if fl.name == "timeout" && at != 1 && at != total {
 							continue // each stall costs its hold: first and last only
 						}
-						f := &armedFault{kind: kind, at: at, toxic: fl.toxic, hold: fl.hold}
+						f := &testutil.Fault{Kind: kind, At: at, Toxic: fl.toxic, Hold: fl.hold}
 						code, stderr, rd, wr, fired := runCase(f)
 						t.Logf("%s at %s %d/%d: exit %d (fired %v, %d reads, %d writes) %s", fl.name, kind, at, total, code, fired, rd, wr, strings.TrimSpace(stderr))
 						if !fired {
@@ -508,7 +353,7 @@ func TestFaultsWritingCommands(t *testing.T) {
 			}
 			// A fault that never heals: the command must fail, in one line.
 			for _, kind := range []string{"read", "write"} {
-				f := &armedFault{kind: kind, at: 1, toxic: testutil.ResetPeer("fault", "downstream", 0), hold: -1}
+				f := &testutil.Fault{Kind: kind, At: 1, Toxic: testutil.ResetPeer("fault", "downstream", 0), Hold: -1}
 				code, stderr, _, _, fired := runCase(f)
 				t.Logf("permanent reset from %s 1: exit %d: %s", kind, code, strings.TrimSpace(stderr))
 				if !fired || code == ExitOK {
@@ -736,5 +581,68 @@ func TestExportHonoursGlobalS3Flags(t *testing.T) {
 	}
 	if _, e, code := runVia(t, r.srv.Endpoint, "export", "--out", r.url("signed"), src); code != ExitOK {
 		t.Fatalf("signed export: exit %d: %s", code, e)
+	}
+}
+
+// TestFaultsMultipartExport: an export whose large table goes up as a
+// multipart upload (two parts of the default 16 MiB), with resets and
+// stalls at its parts and its completion. Every run either publishes a
+// complete dataset or fails in one line leaving no object and no pending
+// upload; each run really made a multipart upload.
+func TestFaultsMultipartExport(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 gateway and Toxiproxy")
+	}
+	src := genCanonical(t, 75_000) // a 21 MB table
+	r := newCmdFaultRig(t)
+	c := writeCmd{name: "export-multipart", marker: stateexport.ManifestKey(verify.Shard{})}
+	n := 0
+	runCase := func(f *testutil.Fault) (int, string, testutil.Counts, bool) {
+		n++
+		dst := fmt.Sprintf("out-mp-%d", n)
+		r.ctr.Arm(f)
+		_, stderr, code := runVia(t, r.endpoint, "export", "--format", "jsonl", "--out", r.url(dst), src)
+		cnt, fired := r.ctr.Disarm()
+		r.checkOutcome(t, c, dst, nil, code, stderr)
+		if cnt.MultipartStarts == 0 {
+			t.Errorf("run %d made no multipart upload: %+v", n, cnt)
+		}
+		if code != ExitOK {
+			if objs, err := r.srv.Store.List(r.ctx, dst+"/"); err != nil || len(objs) > 0 {
+				t.Errorf("failed run %d left %d objects (%v)", n, len(objs), err)
+			}
+		}
+		return code, stderr, cnt, fired
+	}
+	start := time.Now()
+	code, stderr, clean, _ := runCase(nil)
+	if code != ExitOK || clean.Parts < 2 {
+		t.Fatalf("clean run: exit %d, %+v: %s", code, clean, stderr)
+	}
+	t.Logf("clean run %v: %+v", time.Since(start).Round(time.Millisecond), clean)
+	reset := testutil.ResetPeer("fault", "downstream", 0)
+	stall := testutil.Timeout("fault", "downstream", 300*time.Millisecond)
+	for _, f := range []*testutil.Fault{
+		{Kind: "part", At: 1, Toxic: reset, Hold: 300 * time.Millisecond},
+		{Kind: "part", At: clean.Parts, Toxic: reset, Hold: 300 * time.Millisecond},
+		{Kind: "part", At: 1, Toxic: stall, Hold: 600 * time.Millisecond},
+		{Kind: "complete", At: 1, Toxic: reset, Hold: 300 * time.Millisecond},
+		{Kind: "complete", At: 1, Toxic: stall, Hold: 600 * time.Millisecond},
+	} {
+		code, stderr, cnt, fired := runCase(f)
+		t.Logf("%s at %s %d: exit %d (fired %v, %+v) %s", f.Toxic.Type, f.Kind, f.At, code, fired, cnt, strings.TrimSpace(stderr))
+		if !fired {
+			t.Errorf("%s at %s %d: the fault never fired", f.Toxic.Type, f.Kind, f.At)
+		}
+		if code == ExitOK && cnt.Writes <= clean.Writes {
+			t.Errorf("%s at %s %d: succeeded without a retry (%d writes, clean run %d)", f.Toxic.Type, f.Kind, f.At, cnt.Writes, clean.Writes)
+		}
+	}
+	// Parts that never get through: the export fails, the upload is
+	// aborted and the tables already written are removed.
+	code, stderr, cnt, fired := runCase(&testutil.Fault{Kind: "part", At: 1, Toxic: reset, Hold: -1})
+	t.Logf("permanent reset from part 1: exit %d (%+v): %s", code, cnt, strings.TrimSpace(stderr))
+	if !fired || code == ExitOK {
+		t.Errorf("permanent reset from part 1: fired %v, exit %d", fired, code)
 	}
 }

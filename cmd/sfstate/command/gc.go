@@ -24,7 +24,9 @@ func init() {
 writes) and that nothing changed for --min-age: scratch directories of
 verify, migrate and convert, and unfinished writes into a destination.
 Nothing else is touched: never an entry without the prefix, never a
-directory holding a _metadata file. --dry-run lists what would go.`,
+directory holding a _metadata file. Under an s3:// prefix it also aborts
+the unfinished multipart uploads started before --min-age (a killed
+upload's parts, invisible but billed). --dry-run lists what would go.`,
 		Flags: []cli.Flag{
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "list what would be removed, remove nothing"},
 			&cli.DurationFlag{Name: "min-age", Value: time.Hour, Usage: "only remove entries unchanged for this long (0: any age)"},
@@ -232,6 +234,42 @@ func gcStore(ctx context.Context, c *cli.Context, loc s3.Location, cutoff time.T
 				if err := st.Delete(ctx, o.Key); err != nil {
 					return out, err
 				}
+			}
+		}
+		out = append(out, e)
+	}
+	pending, err := gcPendingUploads(ctx, st, cutoff, dry)
+	return append(out, pending...), err
+}
+
+// gcPendingUploads aborts the unfinished multipart uploads under st's
+// prefix started before cutoff. A writer aborts its own uploads when it
+// fails or is interrupted; these are what a killed one left.
+func gcPendingUploads(ctx context.Context, st s3.Storage, cutoff time.Time, dry bool) ([]gcEntry, error) {
+	for {
+		u, ok := st.(interface{ Unwrap() s3.Storage })
+		if !ok {
+			break
+		}
+		st = u.Unwrap()
+	}
+	s, ok := st.(*s3.S3)
+	if !ok {
+		return nil, nil
+	}
+	ups, err := s.PendingUploads(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []gcEntry
+	for _, u := range ups {
+		e := gcEntry{Path: s.String() + "/" + u.Key + " (unfinished multipart upload " + u.UploadID + ")", MTime: u.Started}
+		switch {
+		case u.Started.After(cutoff):
+			e.Kept = "started " + time.Since(u.Started).Round(time.Second).String() + " ago (--min-age)"
+		case !dry:
+			if err := s.AbortPending(ctx, u); err != nil {
+				return out, err
 			}
 		}
 		out = append(out, e)
