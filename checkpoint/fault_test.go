@@ -241,7 +241,7 @@ func TestFaultCheckpointRestore(t *testing.T) {
 		for i, kr := range keygroups.Ranges(testMaxPar, 3) {
 			d := filepath.Join(dir, fmt.Sprintf("r-%d", i))
 			var b engine.Backend
-			b, _, err = Restore(r.ctx, st, 1, engine.KeyGroupRange{Start: kr.Start, End: kr.End}, d, RestoreOptions{Parallel: 4})
+			b, _, err = Restore(r.ctx, st, 1, keygroups.Range{Start: kr.Start, End: kr.End}, d, RestoreOptions{Parallel: 4})
 			if err != nil {
 				if _, serr := os.Stat(d); !os.IsNotExist(serr) {
 					t.Errorf("failed restore left %s (%v)", d, serr)

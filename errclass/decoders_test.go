@@ -17,6 +17,7 @@ import (
 	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/internal/testutil"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/javaser"
@@ -269,7 +270,7 @@ func TestDecoderUnsupported(t *testing.T) {
 	// A row value of an unknown format version.
 	v := make([]byte, rowcodec.TTLSize+2)
 	v[rowcodec.TTLSize] = 0xEE
-	err = rowcodec.SetKind(v, rowcodec.RowKindInsert)
+	err = rowcodec.SetKind(v, keygroups.Insert)
 	if !errors.Is(err, errclass.ErrUnsupported) || !errors.Is(err, rowcodec.ErrVersion) || errors.Is(err, errclass.ErrCorrupt) {
 		t.Errorf("row format version: %v", err)
 	}

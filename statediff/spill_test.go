@@ -62,7 +62,7 @@ func writeGenerated(t testing.TB, dir string, keys map[int][]int64, f func(k int
 		if err != nil {
 			t.Fatal(err)
 		}
-		w, err := flinkwrite.NewKeyedWriter(fh, h, flinkwrite.KeyGroupRange{Start: r.Start, End: r.End}, genMaxP)
+		w, err := flinkwrite.NewKeyedWriter(fh, h, r, genMaxP)
 		if err != nil {
 			t.Fatal(err)
 		}
