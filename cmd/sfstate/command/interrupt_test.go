@@ -294,7 +294,9 @@ func TestInterruptMigrate(t *testing.T) {
 				t.Errorf("%v: %s is in no journal entry", sig, f)
 			}
 		}
-		check(sig.String(), dst)
+		if sig == syscall.SIGTERM { // a rerun resumes (the SIGINT run stopped before any journal)
+			check(sig.String(), dst)
+		}
 	}
 	// Killed once a subtask is journaled and the next is under way.
 	dst := filepath.Join(root, "kill")
