@@ -3,16 +3,19 @@ package savepoint
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/s3"
 )
@@ -142,6 +145,14 @@ func sweepChild(t *testing.T) {
 	}
 	t.Logf("sweep: %d metadata decodes, %d walks after clean flips, %d truncated keyed walks, %d errors checked in %v",
 		nMeta, nWalk, nKeyed, sweepErrs, time.Since(start).Round(time.Millisecond))
+	classes := make([]string, 0, len(sweepClass))
+	for c := range sweepClass {
+		classes = append(classes, c)
+	}
+	sort.Strings(classes)
+	for _, c := range classes {
+		t.Logf("sweep: class %s: %d errors", c, sweepClass[c])
+	}
 }
 
 // sweepStore copies the fixture directory into a memory store under "sp/".
@@ -193,22 +204,100 @@ func timed(t *testing.T, what string, fn func() error) error {
 	return err
 }
 
-// sweepErrs counts the errors checkSweepErr saw.
-var sweepErrs int
+// sweepErrs counts the errors checkSweepErr saw; sweepClass counts them
+// by class ("corrupt, offset known", "corrupt, offset unknown", "corrupt,
+// no position", "unsupported", "unclassed").
+var (
+	sweepErrs  int
+	sweepClass = map[string]int{}
+)
 
-// checkSweepErr enforces the error contract: one line, "offset", the file.
-func checkSweepErr(t *testing.T, what string, err error, file, baseline string) {
+// sweepAll (SFSTATE_SWEEP_ALL=1) makes the sweep go on after failures and
+// report each kind of failure once: for finding every unclassed path.
+var sweepAll = os.Getenv("SFSTATE_SWEEP_ALL") != ""
+
+// sweepSeen holds the kinds of failure sweepAll has reported.
+var sweepSeen = map[string]bool{}
+
+// sweepErrorf is t.Errorf, or under sweepAll a log line for the first
+// failure of each kind (its text from the first ": " on, without digits).
+func sweepErrorf(t *testing.T) func(format string, args ...any) {
+	if !sweepAll {
+		return t.Errorf
+	}
+	return func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...)
+		k := msg
+		if i := strings.Index(k, ": "); i >= 0 {
+			k = k[i:]
+		}
+		k = strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return -1
+			}
+			return r
+		}, k)
+		if !sweepSeen[k] {
+			sweepSeen[k] = true
+			t.Logf("sweep: FINDING: %s", msg)
+		}
+	}
+}
+
+// checkSweepErr enforces the error contract: one line naming the file and
+// an offset, and the module's error model (package errclass): the error
+// is of class ErrCorrupt or ErrUnsupported, and a corrupt one carries its
+// position as an *errclass.CorruptionError whose File names the damaged
+// file (file is a substring of it) and, when wantOff is set (the decoder
+// sees the whole damaged file), whose Offset is known. An error identical
+// to the undamaged fixture's own walk error (a layout sfstate does not
+// read) passes the text checks but not the class checks.
+func checkSweepErr(t *testing.T, what string, err error, file, baseline string, wantOff bool) {
 	t.Helper()
+	errorf := sweepErrorf(t)
 	if err == nil {
 		return
 	}
 	sweepErrs++
 	msg := err.Error()
-	if baseline != "" && msg == baseline {
+	if strings.Contains(msg, "\n") {
+		errorf("%s: error takes more than one line: %q", what, msg)
+	}
+	if baseline == "" || msg != baseline {
+		if !strings.Contains(msg, "offset") || !strings.Contains(msg, file) {
+			errorf("%s: error must be one line naming %q and an offset: %s", what, file, msg)
+		}
+	}
+	unsupported := errors.Is(err, errclass.ErrUnsupported)
+	corrupt := errors.Is(err, errclass.ErrCorrupt)
+	switch {
+	case unsupported && corrupt:
+		errorf("%s: error is both corrupt and unsupported (%T): %s", what, err, msg)
+	case unsupported:
+		sweepClass["unsupported"]++
+		return
+	case !corrupt:
+		sweepClass["unclassed"]++
+		errorf("%s: error is neither errclass.ErrCorrupt nor errclass.ErrUnsupported (%T): %s", what, err, msg)
 		return
 	}
-	if strings.Contains(msg, "\n") || !strings.Contains(msg, "offset") || !strings.Contains(msg, file) {
-		t.Errorf("%s: error must be one line naming %q and an offset: %s", what, file, msg)
+	var ce *errclass.CorruptionError
+	if !errors.As(err, &ce) {
+		sweepClass["corrupt, no position"]++
+		errorf("%s: corrupt error carries no *errclass.CorruptionError (%T): %s", what, err, msg)
+		return
+	}
+	if !strings.Contains(ce.File, file) {
+		errorf("%s: position names file %q, want %q: %s", what, ce.File, file, msg)
+	}
+	if ce.Offset >= 0 {
+		sweepClass["corrupt, offset known"]++
+	} else {
+		sweepClass["corrupt, offset unknown"]++
+		if wantOff {
+			errorf("%s: position in %q has no offset: %s", what, ce.File, msg)
+		}
 	}
 }
 
@@ -243,7 +332,7 @@ func sweepOne(t *testing.T, fx sweepFixture) (nMeta, nWalk, nKeyed int) {
 			t.Errorf("%s: decodes without an error", what)
 			continue
 		}
-		checkSweepErr(t, what, err, metaName, "")
+		checkSweepErr(t, what, err, metaName, "", true)
 		if t.Failed() && fail() {
 			t.Fatal("too many failures")
 		}
@@ -255,7 +344,7 @@ func sweepOne(t *testing.T, fx sweepFixture) (nMeta, nWalk, nKeyed int) {
 		err := timed(t, what, func() error { return decodeMeta(flipped) })
 		nMeta++
 		if err != nil {
-			checkSweepErr(t, what, err, metaName, "")
+			checkSweepErr(t, what, err, metaName, "", true)
 		} else if nWalk < sweepWalkCap {
 			mustPut(t, st, sweepMetaKey, flipped)
 			err := timed(t, what, func() error { return sweepWalk(st, "") })
@@ -263,7 +352,7 @@ func sweepOne(t *testing.T, fx sweepFixture) (nMeta, nWalk, nKeyed int) {
 			if err != nil && !strings.Contains(err.Error(), metaName) {
 				// Walk errors name the stream they read: the keyed file
 				// or, for inline state, the _metadata key in the store.
-				checkSweepErr(t, what, err, "sp/", baseline)
+				checkSweepErr(t, what, err, "sp/", baseline, false)
 			}
 		}
 		flipped[i] ^= 0xFF
@@ -324,7 +413,7 @@ func sweepKeyedFile(t *testing.T, fx sweepFixture, st *s3.Mem, baseline string) 
 		what := fmt.Sprintf("%s: %s truncated to %d bytes", fx.name, file, l)
 		err := timed(t, what, func() error { return sweepWalk(st, opID) })
 		n++
-		checkSweepErr(t, what, err, file, baseline)
+		checkSweepErr(t, what, err, file, baseline, false)
 		if t.Failed() {
 			break
 		}
@@ -367,7 +456,7 @@ func sweepInlineKeyed(t *testing.T, fx sweepFixture, st *s3.Mem, md *Metadata, b
 		what := fmt.Sprintf("%s: inline keyed stream %q truncated to %d bytes", fx.name, best.Delegate.Name, l)
 		err = timed(t, what, func() error { return sweepWalk(st, opID) })
 		n++
-		checkSweepErr(t, what, err, sweepMetaKey, baseline)
+		checkSweepErr(t, what, err, sweepMetaKey, baseline, false)
 		if t.Failed() {
 			break
 		}
