@@ -143,8 +143,9 @@ func sweepChild(t *testing.T) {
 		nWalk += w
 		nKeyed += k
 	}
-	t.Logf("sweep: %d metadata decodes, %d walks after clean flips, %d truncated keyed walks, %d errors checked in %v",
-		nMeta, nWalk, nKeyed, sweepErrs, time.Since(start).Round(time.Millisecond))
+	nFlips := sweepFlips(t)
+	t.Logf("sweep: %d metadata decodes, %d walks after clean flips, %d truncated keyed walks, %d heap and changelog flips, %d errors checked in %v",
+		nMeta, nWalk, nKeyed, nFlips, sweepErrs, time.Since(start).Round(time.Millisecond))
 	classes := make([]string, 0, len(sweepClass))
 	for c := range sweepClass {
 		classes = append(classes, c)
@@ -375,33 +376,11 @@ func mustPut(t *testing.T, st *s3.Mem, key string, b []byte) {
 // key-groups handle whose stream is a whole file of the savepoint) at
 // sampled offsets and walks its operator each time.
 func sweepKeyedFile(t *testing.T, fx sweepFixture, st *s3.Mem, baseline string) int {
-	ctx := context.Background()
-	sp, err := Open(ctx, st, sweepMetaKey)
+	sp, err := Open(context.Background(), st, sweepMetaKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var best *KeyGroupsHandle
-	var bestOp *OperatorState
-	var bestKey string
-	var orig []byte
-	for _, op := range sp.Meta.Operators {
-		for _, sub := range op.Subtasks {
-			for _, kh := range append([]KeyedHandle{sub.ManagedKeyed}, MaterializedKeyed(sub.ManagedKeyed)...) {
-				h, ok := kh.(*KeyGroupsHandle)
-				if !ok || h.Delegate == nil {
-					continue
-				}
-				loc, err := sp.Resolve(h.Delegate)
-				if err != nil || loc.Key == "" || loc.Start != 0 || loc.Segment {
-					continue
-				}
-				b, err := sweepRead(ctx, st, loc.Key)
-				if err == nil && len(b) > len(orig) {
-					best, bestOp, bestKey, orig = h, op, loc.Key, b
-				}
-			}
-		}
-	}
+	best, bestOp, bestKey, orig := sweepLargestKeyed(t, sp, st)
 	if best == nil {
 		return sweepInlineKeyed(t, fx, st, sp.Meta, baseline)
 	}
@@ -420,6 +399,32 @@ func sweepKeyedFile(t *testing.T, fx sweepFixture, st *s3.Mem, baseline string) 
 	}
 	mustPut(t, st, bestKey, orig)
 	return n
+}
+
+// sweepLargestKeyed finds the largest keyed-state file of sp (a
+// key-groups handle whose stream is a whole file of st): the handle, its
+// operator, its key in st and its bytes (nil handle when there is none).
+func sweepLargestKeyed(t *testing.T, sp *Savepoint, st *s3.Mem) (best *KeyGroupsHandle, bestOp *OperatorState, bestKey string, orig []byte) {
+	ctx := context.Background()
+	for _, op := range sp.Meta.Operators {
+		for _, sub := range op.Subtasks {
+			for _, kh := range append([]KeyedHandle{sub.ManagedKeyed}, MaterializedKeyed(sub.ManagedKeyed)...) {
+				h, ok := kh.(*KeyGroupsHandle)
+				if !ok || h.Delegate == nil {
+					continue
+				}
+				loc, err := sp.Resolve(h.Delegate)
+				if err != nil || loc.Key == "" || loc.Start != 0 || loc.Segment {
+					continue
+				}
+				b, err := sweepRead(ctx, st, loc.Key)
+				if err == nil && len(b) > len(orig) {
+					best, bestOp, bestKey, orig = h, op, loc.Key, b
+				}
+			}
+		}
+	}
+	return best, bestOp, bestKey, orig
 }
 
 // sweepInlineKeyed is sweepKeyedFile for fixtures whose keyed state is
@@ -529,4 +534,140 @@ func TestSweepChildLimitIsHard(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "out of memory") {
 		t.Fatalf("child was not stopped by the limit (err %v):\n%.2000s", err, out)
 	}
+}
+
+// Fixtures of sweepFlips: a heap key-group layout with files beside
+// _metadata, and the changelog-backend checkpoint whose real state changes
+// toFileLogs moves into change-log files.
+const (
+	sweepHeapFixture      = "flink1.15-hashmap-checkpoint"
+	sweepChangelogFixture = fixtureChangelog
+)
+
+// sweepFlips flips (xor 0xFF) every byte of the heap fixture's largest
+// keyed file and walks its operator, then every byte of the first
+// change-log file made from the changelog fixture (plain and Snappy-framed)
+// and reads every change of every changelog handle (WalkStateChanges and
+// ParseStateChange). Every error must be classed and name the file; a flip
+// the decoders cannot notice (a value byte) decodes cleanly. It returns
+// the number of decodes.
+func sweepFlips(t *testing.T) (n int) {
+	more := fixtures.MoreDir()
+	if more == "" {
+		t.Log("sweep: additional fixtures not found, no heap or changelog flips")
+		return 0
+	}
+	ctx := context.Background()
+	t0 := time.Now()
+	st := sweepStore(t, filepath.Join(more, sweepHeapFixture, "savepoint"))
+	sp, err := Open(ctx, st, sweepMetaKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, op, key, orig := sweepLargestKeyed(t, sp, st)
+	if h == nil {
+		t.Fatalf("%s: no keyed-state file", sweepHeapFixture)
+	}
+	file := strings.TrimPrefix(key, "sp/")
+	// The savepoint opened once: the keyed file is read at each walk.
+	walk := func() error {
+		return sp.WalkKeyed(ctx, ScanOptions{Operator: op.ID.String(), SkipNative: true}, func(*KeyedEntry) error { return nil })
+	}
+	baseline := ""
+	if err := walk(); err != nil {
+		baseline = err.Error()
+	}
+	flipped := append([]byte(nil), orig...)
+	for i := range flipped {
+		flipped[i] ^= 0xFF
+		mustPut(t, st, key, flipped)
+		what := fmt.Sprintf("%s: %s with byte %d flipped", sweepHeapFixture, file, i)
+		err := timed(t, what, walk)
+		n++
+		checkSweepErr(t, what, err, file, baseline, false)
+		flipped[i] ^= 0xFF
+		if t.Failed() && !sweepAll {
+			return n
+		}
+	}
+	t.Logf("sweep: %s: %d flips of %s in %v", sweepHeapFixture, len(orig), file, time.Since(t0).Round(time.Millisecond))
+
+	raw, err := os.ReadFile(filepath.Join(more, sweepChangelogFixture, "savepoint", MetadataName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, compress := range []bool{false, true} {
+		t0 := time.Now()
+		md, err := ParseMetadata(raw, sweepChangelogFixture)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := s3.NewMem()
+		toFileLogs(t, md, st, compress)
+		// The first operator with changelog handles names the first file.
+		var file string
+		var orig []byte
+		for i := range md.Operators {
+			file = fmt.Sprintf("changelog-%d", i)
+			if orig, err = sweepRead(ctx, st, file); err == nil {
+				break
+			}
+		}
+		if orig == nil {
+			t.Fatalf("%s: no change-log file made", sweepChangelogFixture)
+		}
+		sp, err := Open(ctx, st, MetadataName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perr, err := sweepChanges(sp); err != nil || perr != nil {
+			t.Fatalf("%s: undamaged change-log files: %v, %v", sweepChangelogFixture, err, perr)
+		}
+		flipped := append([]byte(nil), orig...)
+		for i := range flipped {
+			flipped[i] ^= 0xFF
+			mustPut(t, st, file, flipped)
+			what := fmt.Sprintf("%s: %s (compressed %v) with byte %d flipped", sweepChangelogFixture, file, compress, i)
+			var perr error
+			err := timed(t, what, func() (err error) { perr, err = sweepChanges(sp); return err })
+			n++
+			// Offsets of a compressed file count decompressed bytes, which
+			// the position leaves unknown (see ChangeSetError).
+			checkSweepErr(t, what, err, file, "", !compress)
+			// A change's frame is decoded from its bytes alone: the
+			// offset is the change's own, the file is not known to it.
+			checkSweepErr(t, what+" (change frame)", perr, "", "", true)
+			flipped[i] ^= 0xFF
+			if t.Failed() && !sweepAll {
+				return n
+			}
+		}
+		t.Logf("sweep: %s: %d flips of %s (compressed %v) in %v", sweepChangelogFixture, len(orig), file, compress, time.Since(t0).Round(time.Millisecond))
+	}
+	return n
+}
+
+// sweepChanges reads every state change of sp's changelog handles
+// (WalkStateChanges: the error err) and decodes each change's frame
+// (ParseStateChange: the first error perr, which does not stop the walk).
+func sweepChanges(sp *Savepoint) (perr, err error) {
+	ctx := context.Background()
+	for _, op := range sp.Meta.Operators {
+		for _, sub := range op.Subtasks {
+			h, ok := sub.ManagedKeyed.(*ChangelogHandle)
+			if !ok {
+				continue
+			}
+			err := sp.WalkStateChanges(ctx, h, true, func(c StateChange) error {
+				if _, err := ParseStateChange(c); err != nil && perr == nil {
+					perr = err
+				}
+				return nil
+			})
+			if err != nil {
+				return perr, err
+			}
+		}
+	}
+	return perr, nil
 }
