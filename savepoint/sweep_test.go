@@ -54,8 +54,13 @@ const (
 // damaged file's name: the _metadata name for metadata errors, the keyed
 // file's path for keyed ones, the stream's key in the store for walks
 // after a flip. An error identical to the undamaged fixture's own walk
-// error (a layout sfstate does not read) also passes. No single decode may
-// take longer than sweepSlowDecode.
+// error (a layout sfstate does not read) also passes the text check. Every
+// error must also follow the module's error model (checkSweepErr): class
+// errclass.ErrCorrupt or errclass.ErrUnsupported, and a corrupt one an
+// *errclass.CorruptionError naming the damaged file (with an offset for
+// metadata decodes); the counts per class are logged. sweepFlips adds
+// byte flips of a heap keyed file and of a change-log file. No single
+// decode may take longer than sweepSlowDecode.
 //
 // The sweep runs in a child process (the test binary re-executed with
 // SFSTATE_SWEEP_CHILD=1) whose address space is capped with RLIMIT_AS at
