@@ -2,6 +2,7 @@ package canonical
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -100,7 +101,7 @@ func (rw *rewriter) copyBlock(obj *savepoint.Object, name string, hdr *keyed.Hea
 	if n := end - off; n <= maxBufferedBlock {
 		rw.block = slices.Grow(rw.block[:0], int(n))[:n]
 		if m, err := obj.ReadAt(rw.block, off); err != nil && (err != io.EOF || m != len(rw.block)) {
-			return &keyed.Error{File: name, KeyGroup: kg, Offset: off, BlockPos: -1, Err: fmt.Errorf("read block [%d, %d): %w", off, end, err)}
+			return &keyed.Error{File: name, KeyGroup: kg, Offset: off, BlockPos: -1, Err: blockCause(fmt.Errorf("read block [%d, %d): %w", off, end, err))}
 		}
 		// A reader over the block that answers at the stream's offsets.
 		src, buffered = offsetReader{bytes.NewReader(rw.block), off}, true
@@ -124,7 +125,7 @@ func (rw *rewriter) copyBlock(obj *savepoint.Object, name string, hdr *keyed.Hea
 	extent := end - off
 	if hdr.Compressed {
 		if extent, err = rw.decompressedSize(src, off, end); err != nil {
-			return &keyed.Error{File: name, KeyGroup: kg, Offset: off, BlockPos: -1, Err: err}
+			return &keyed.Error{File: name, KeyGroup: kg, Offset: off, BlockPos: -1, Err: blockCause(err)}
 		}
 	}
 	if used == extent && !reencodeBlocks {
@@ -136,6 +137,21 @@ func (rw *rewriter) copyBlock(obj *savepoint.Object, name string, hdr *keyed.Hea
 	return rw.br.Read(src, end, name, hdr, kg, off, ropts, func(e *keyed.Entry) error {
 		return kw.Add(kg, e.State.ID, e.KeyBytes, e.ValueBytes)
 	})
+}
+
+// blockCause classes the cause of a block failure: a classed cause (a
+// Snappy frame's ErrSnappy) stays as it is, a stream that ends inside the
+// block (io.EOF, io.ErrUnexpectedEOF: the object is shorter than its
+// key-group offsets say) is errclass.ErrCorrupt, and any other failed read
+// (network, storage) keeps no class, as the module's read errors do.
+func blockCause(err error) error {
+	if errors.Is(err, errclass.ErrCorrupt) || errors.Is(err, errclass.ErrUnsupported) {
+		return err
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return errclass.Mark(errclass.ErrCorrupt, err)
+	}
+	return err
 }
 
 // decompressedSize decodes every Snappy frame in [off, end) (checking each

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -216,6 +217,12 @@ func TestRewriteCorruptCompressedBlock(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), file) {
 		t.Errorf("error does not name the file %s: %v", file, err)
+	}
+	if !errors.Is(err, errclass.ErrCorrupt) {
+		t.Errorf("error is not errclass.ErrCorrupt: %v", err)
+	}
+	if f, o := errclass.Position(err); !strings.Contains(f, file) || o < off || o >= end {
+		t.Errorf("position %q at %d, want %s in block [%d, %d): %v", f, o, file, off, end, err)
 	}
 	if _, err := dst.Stat(ctx, "copy/_metadata"); !s3.IsNotExist(err) {
 		t.Fatalf("metadata written after failure: %v", err)

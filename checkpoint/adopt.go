@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/s3"
 )
 
@@ -61,7 +62,8 @@ func verifyOpen(f *os.File, o Object, name string) error {
 		return fmt.Errorf("read %s (%s): %w", name, o.Key, err)
 	}
 	if h.Size() != o.Size || h.Sum() != o.CRC {
-		return fmt.Errorf("%w: %s has %d bytes with CRC-32C %08x, manifest says %d bytes, %08x", ErrCorrupt, o.Key, h.Size(), h.Sum(), o.Size, o.CRC)
+		return fmt.Errorf("%w: %w", ErrCorrupt, &errclass.CorruptionError{File: o.Key, Offset: -1,
+			Err: fmt.Errorf("%d bytes with CRC-32C %08x, manifest says %d bytes, %08x", h.Size(), h.Sum(), o.Size, o.CRC)})
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -413,14 +415,40 @@ func TestManifestRejectsHostileInput(t *testing.T) {
 		_ = decodeJSONCopy(good, &m)
 		mutate(&m)
 		b, _ := encodeManifest(&m)
-		if _, err := decodeManifest(b, "m", 3); err == nil {
+		_, err := decodeManifest(b, "m", 3)
+		if err == nil {
 			t.Errorf("%s: hostile manifest accepted", name)
+			continue
 		}
+		checkManifestErr(t, name, err, name == "version", -1)
 	}
 	for _, b := range [][]byte{nil, []byte("{"), []byte(`{"format":1}`), b[:len(b)/2]} {
-		if _, err := decodeManifest(b, "m", 3); err == nil || !strings.Contains(err.Error(), "m:") {
+		_, err := decodeManifest(b, "m", 3)
+		if err == nil || !strings.Contains(err.Error(), "m:") {
 			t.Errorf("truncated manifest %q: %v", b, err)
+			continue
 		}
+		checkManifestErr(t, fmt.Sprintf("truncated manifest %q", b), err, false, 0)
+	}
+}
+
+// checkManifestErr asserts a manifest error's class (unsupported or
+// corrupt) and that its position names the manifest "m", at an offset
+// (minOff 0) or an unknown one (minOff -1).
+func checkManifestErr(t *testing.T, what string, err error, unsupported bool, minOff int64) {
+	t.Helper()
+	if got := errors.Is(err, errclass.ErrUnsupported); got != unsupported {
+		t.Errorf("%s: unsupported %v, want %v: %v", what, got, unsupported, err)
+	}
+	if got := errors.Is(err, errclass.ErrCorrupt); got == unsupported {
+		t.Errorf("%s: corrupt %v, want %v: %v", what, got, !unsupported, err)
+	}
+	if errors.Is(err, s3.ErrBadKey) {
+		t.Errorf("%s: a damaged manifest reads as a bad command-line key: %v", what, err)
+	}
+	file, off := errclass.Position(err)
+	if file != "m" || off < minOff || minOff < 0 && off != -1 {
+		t.Errorf("%s: position %q at %d: %v", what, file, off, err)
 	}
 }
 

@@ -138,11 +138,15 @@ func ReadManifest(ctx context.Context, st s3.Storage, id int64) (*Manifest, erro
 		return nil, fmt.Errorf("checkpoint: %s: %w", name, err)
 	}
 	if len(b) > maxManifestSize {
-		return nil, fmt.Errorf("checkpoint: %s: manifest exceeds %d bytes", name, maxManifestSize)
+		return nil, fmt.Errorf("checkpoint: %w", errclass.Corruptf(name, -1, "manifest exceeds %d bytes", maxManifestSize))
 	}
 	return decodeManifest(b, name, id)
 }
 
+// decodeManifest decodes and validates a manifest read from name. Its
+// errors are *errclass.CorruptionError of name: class errclass.ErrCorrupt
+// (at the offset of a JSON error, at an unknown one for a manifest that
+// decodes but breaks a rule), errclass.ErrUnsupported for a newer version.
 func decodeManifest(b []byte, name string, id int64) (*Manifest, error) {
 	var m Manifest
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -151,10 +155,14 @@ func decodeManifest(b []byte, name string, id int64) (*Manifest, error) {
 		if se, ok := err.(*json.SyntaxError); ok {
 			off = se.Offset
 		}
-		return nil, fmt.Errorf("checkpoint: %s: invalid manifest at offset %d: %w", name, off, errclass.Mark(errclass.ErrCorrupt, err))
+		// "checkpoint: NAME: invalid manifest: at offset N: json error"
+		cause := errclass.AtOffset(errclass.Mark(errclass.ErrCorrupt, err), off)
+		return nil, fmt.Errorf("checkpoint: %w", &errclass.CorruptionError{File: name, Offset: off, Err: fmt.Errorf("invalid manifest: %w", cause)})
 	}
 	if err := m.validate(id); err != nil {
-		return nil, fmt.Errorf("checkpoint: %s: %w", name, err)
+		// A CorruptionError is of class ErrCorrupt unless its cause is
+		// unsupported (a newer manifest version).
+		return nil, fmt.Errorf("checkpoint: %w", &errclass.CorruptionError{File: name, Offset: -1, Err: err})
 	}
 	return &m, nil
 }
@@ -163,8 +171,11 @@ func (m *Manifest) validate(id int64) error {
 	if m.Format != ManifestFormat {
 		return fmt.Errorf("not a native checkpoint manifest (format %q)", m.Format)
 	}
-	if m.Version < 1 || m.Version > ManifestVersion {
-		return fmt.Errorf("manifest version %d not supported (max %d)", m.Version, ManifestVersion)
+	if m.Version < 1 {
+		return fmt.Errorf("manifest version %d invalid", m.Version)
+	}
+	if m.Version > ManifestVersion {
+		return errclass.Mark(errclass.ErrUnsupported, fmt.Errorf("manifest version %d not supported (max %d)", m.Version, ManifestVersion))
 	}
 	if m.CheckpointID != id {
 		return fmt.Errorf("manifest is for checkpoint %d, not %d", m.CheckpointID, id)
@@ -207,7 +218,9 @@ func (m *Manifest) validate(id int64) error {
 			}
 			names[o.Name] = true
 			if err := s3.ValidateKey(o.Key); err != nil {
-				return fmt.Errorf("subtask %d: file %q: %w", s.Index, o.Name, err)
+				// %v: a bad key here is damaged input, not the
+				// command line's s3.ErrBadKey.
+				return fmt.Errorf("subtask %d: file %q: %v", s.Index, o.Name, err)
 			}
 			if shared && !strings.HasPrefix(o.Key, SharedPrefix) {
 				return fmt.Errorf("subtask %d: shared file %q at %q outside %s", s.Index, o.Name, o.Key, SharedPrefix)

@@ -447,6 +447,14 @@ func (r *restorer) download(objs []Object, dir string) error {
 // the manifest.
 var ErrCorrupt = errclass.New(errclass.ErrCorrupt, "checkpoint: object does not match its recorded size and CRC-32C")
 
+// objCorrupt is ErrCorrupt for object o of st, positioned as an
+// *errclass.CorruptionError at o's key and offset off (-1 for a mismatch
+// of the whole object): "ErrCorrupt: KEY at offset N: NAME in STORE: ...".
+func objCorrupt(st s3.Storage, o Object, off int64, format string, args ...any) error {
+	cause := fmt.Errorf("%s in %s: "+format, append([]any{o.Name, st.String()}, args...)...)
+	return fmt.Errorf("%w: %w", ErrCorrupt, &errclass.CorruptionError{File: o.Key, Offset: off, Err: cause})
+}
+
 // Objects larger than rangedThreshold are fetched as rangedChunk-sized
 // ranges, rangedInFlight at a time, written in place, and their CRC-32C is
 // computed from the local file afterwards. (Variables for tests.)
@@ -470,7 +478,7 @@ func fetchRanged(ctx context.Context, st s3.Storage, o Object, dst string, thres
 			return err
 		}
 		if errors.Is(err, s3.ErrIntegrity) {
-			return fmt.Errorf("%w: %s (%s in %s): %v", ErrCorrupt, o.Key, o.Name, st.String(), err)
+			return objCorrupt(st, o, -1, "%v", err)
 		}
 		return fmt.Errorf("download %s: %w", o.Key, err)
 	}
@@ -494,7 +502,7 @@ func fetchTo(ctx context.Context, st s3.Storage, o Object, tmp string, threshold
 			return err
 		}
 		if n != o.Size {
-			return fmt.Errorf("%w: %s (%s in %s): %d bytes, want %d", ErrCorrupt, o.Key, o.Name, st.String(), n, o.Size)
+			return objCorrupt(st, o, n, "%d bytes, want %d", n, o.Size)
 		}
 		return f.Close()
 	}
@@ -506,7 +514,7 @@ func fetchTo(ctx context.Context, st s3.Storage, o Object, tmp string, threshold
 			rc, err := st.GetRange(gctx, o.Key, off, n)
 			if err != nil {
 				if errors.Is(err, s3.ErrPermanent) && !s3.IsNotExist(err) {
-					return fmt.Errorf("%w: %s (%s in %s): %v", ErrCorrupt, o.Key, o.Name, st.String(), err)
+					return objCorrupt(st, o, off, "%v", err)
 				}
 				return err
 			}
@@ -514,7 +522,7 @@ func fetchTo(ctx context.Context, st s3.Storage, o Object, tmp string, threshold
 			w := io.NewOffsetWriter(f, off)
 			m, err := io.Copy(w, io.LimitReader(rc, n))
 			if err == nil && m != n {
-				err = fmt.Errorf("%w: %s: range at %d returned %d bytes, want %d", ErrCorrupt, o.Key, off, m, n)
+				err = objCorrupt(st, o, off+m, "range at %d returned %d bytes, want %d", off, m, n)
 			}
 			return err
 		})

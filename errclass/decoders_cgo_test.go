@@ -32,7 +32,7 @@ func cgoFailures(t *testing.T) []decoderFailure {
 	if err != nil && !errors.Is(err, s3.ErrIntegrity) && !errors.Is(err, checkpoint.ErrCorrupt) {
 		t.Errorf("checkpoint CRC mismatch: %v", err)
 	}
-	out = append(out, decoderFailure{name: "checkpoint object CRC mismatch", err: err, sentinel: checkpoint.ErrCorrupt, offset: -1})
+	out = append(out, decoderFailure{name: "checkpoint object CRC mismatch", err: err, sentinel: checkpoint.ErrCorrupt, file: "shared-1.sst", offset: -1})
 
 	// A join-state record value of the wrong size and a bucket value
 	// cut short.

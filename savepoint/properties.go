@@ -3,6 +3,7 @@ package savepoint
 import (
 	"fmt"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/savepoint/javaser"
 )
 
@@ -43,26 +44,30 @@ func (p *Properties) IsSavepoint() bool {
 func (md *Metadata) Properties() (*Properties, error) { return md.properties("") }
 
 // properties is Properties with errors naming the metadata file (when
-// name is not "").
+// name is not ""). Its errors are ErrFormat and an
+// *errclass.CorruptionError at the file offset of the failure (the
+// trailer's start when the stream decodes but holds no properties).
 func (md *Metadata) properties(name string) (*Properties, error) {
 	if len(md.Trailer) == 0 {
 		return nil, nil
 	}
-	if name != "" {
-		name += ": "
-	}
 	base := md.trailerOffset
 	st, err := javaser.Parse(md.Trailer, base)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %scheckpoint properties trailer: %v", ErrFormat, name, err)
+		// The stream's error is at its offset in the file already.
+		err = fmt.Errorf("checkpoint properties trailer: %w", err)
+		if name != "" {
+			err = errclass.WithFile(err, name)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrFormat, err)
 	}
 	obj, _ := st.First().(*javaser.Object)
 	if obj == nil {
-		return nil, fmt.Errorf("%w: %scheckpoint properties trailer at offset %d holds no object", ErrFormat, name, base)
+		return nil, fmt.Errorf("%w: %w", ErrFormat, errclass.Corruptf(name, base, "checkpoint properties trailer holds no object"))
 	}
 	p := &Properties{Class: obj.ClassName()}
 	if p.Class != "org.apache.flink.runtime.checkpoint.CheckpointProperties" {
-		return nil, fmt.Errorf("%w: %strailer at offset %d holds %s, not CheckpointProperties", ErrFormat, name, base, p.Class)
+		return nil, fmt.Errorf("%w: %w", ErrFormat, errclass.Corruptf(name, base, "trailer holds %s, not CheckpointProperties", p.Class))
 	}
 	p.DiscardCancelled, _ = obj.Bool("discardCancelled")
 	p.DiscardFailed, _ = obj.Bool("discardFailed")

@@ -3,16 +3,19 @@ package savepoint
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/s3"
 )
@@ -51,8 +54,13 @@ const (
 // damaged file's name: the _metadata name for metadata errors, the keyed
 // file's path for keyed ones, the stream's key in the store for walks
 // after a flip. An error identical to the undamaged fixture's own walk
-// error (a layout sfstate does not read) also passes. No single decode may
-// take longer than sweepSlowDecode.
+// error (a layout sfstate does not read) also passes the text check. Every
+// error must also follow the module's error model (checkSweepErr): class
+// errclass.ErrCorrupt or errclass.ErrUnsupported, and a corrupt one an
+// *errclass.CorruptionError naming the damaged file (with an offset for
+// metadata decodes); the counts per class are logged. sweepFlips adds
+// byte flips of a heap keyed file and of a change-log file. No single
+// decode may take longer than sweepSlowDecode.
 //
 // The sweep runs in a child process (the test binary re-executed with
 // SFSTATE_SWEEP_CHILD=1) whose address space is capped with RLIMIT_AS at
@@ -140,8 +148,17 @@ func sweepChild(t *testing.T) {
 		nWalk += w
 		nKeyed += k
 	}
-	t.Logf("sweep: %d metadata decodes, %d walks after clean flips, %d truncated keyed walks, %d errors checked in %v",
-		nMeta, nWalk, nKeyed, sweepErrs, time.Since(start).Round(time.Millisecond))
+	nFlips := sweepFlips(t)
+	t.Logf("sweep: %d metadata decodes, %d walks after clean flips, %d truncated keyed walks, %d heap and changelog flips, %d errors checked in %v",
+		nMeta, nWalk, nKeyed, nFlips, sweepErrs, time.Since(start).Round(time.Millisecond))
+	classes := make([]string, 0, len(sweepClass))
+	for c := range sweepClass {
+		classes = append(classes, c)
+	}
+	sort.Strings(classes)
+	for _, c := range classes {
+		t.Logf("sweep: class %s: %d errors", c, sweepClass[c])
+	}
 }
 
 // sweepStore copies the fixture directory into a memory store under "sp/".
@@ -193,22 +210,100 @@ func timed(t *testing.T, what string, fn func() error) error {
 	return err
 }
 
-// sweepErrs counts the errors checkSweepErr saw.
-var sweepErrs int
+// sweepErrs counts the errors checkSweepErr saw; sweepClass counts them
+// by class ("corrupt, offset known", "corrupt, offset unknown", "corrupt,
+// no position", "unsupported", "unclassed").
+var (
+	sweepErrs  int
+	sweepClass = map[string]int{}
+)
 
-// checkSweepErr enforces the error contract: one line, "offset", the file.
-func checkSweepErr(t *testing.T, what string, err error, file, baseline string) {
+// sweepAll (SFSTATE_SWEEP_ALL=1) makes the sweep go on after failures and
+// report each kind of failure once: for finding every unclassed path.
+var sweepAll = os.Getenv("SFSTATE_SWEEP_ALL") != ""
+
+// sweepSeen holds the kinds of failure sweepAll has reported.
+var sweepSeen = map[string]bool{}
+
+// sweepErrorf is t.Errorf, or under sweepAll a log line for the first
+// failure of each kind (its text from the first ": " on, without digits).
+func sweepErrorf(t *testing.T) func(format string, args ...any) {
+	if !sweepAll {
+		return t.Errorf
+	}
+	return func(format string, args ...any) {
+		t.Helper()
+		msg := fmt.Sprintf(format, args...)
+		k := msg
+		if i := strings.Index(k, ": "); i >= 0 {
+			k = k[i:]
+		}
+		k = strings.Map(func(r rune) rune {
+			if r >= '0' && r <= '9' {
+				return -1
+			}
+			return r
+		}, k)
+		if !sweepSeen[k] {
+			sweepSeen[k] = true
+			t.Logf("sweep: FINDING: %s", msg)
+		}
+	}
+}
+
+// checkSweepErr enforces the error contract: one line naming the file and
+// an offset, and the module's error model (package errclass): the error
+// is of class ErrCorrupt or ErrUnsupported, and a corrupt one carries its
+// position as an *errclass.CorruptionError whose File names the damaged
+// file (file is a substring of it) and, when wantOff is set (the decoder
+// sees the whole damaged file), whose Offset is known. An error identical
+// to the undamaged fixture's own walk error (a layout sfstate does not
+// read) passes the text checks but not the class checks.
+func checkSweepErr(t *testing.T, what string, err error, file, baseline string, wantOff bool) {
 	t.Helper()
+	errorf := sweepErrorf(t)
 	if err == nil {
 		return
 	}
 	sweepErrs++
 	msg := err.Error()
-	if baseline != "" && msg == baseline {
+	if strings.Contains(msg, "\n") {
+		errorf("%s: error takes more than one line: %q", what, msg)
+	}
+	if baseline == "" || msg != baseline {
+		if !strings.Contains(msg, "offset") || !strings.Contains(msg, file) {
+			errorf("%s: error must be one line naming %q and an offset: %s", what, file, msg)
+		}
+	}
+	unsupported := errors.Is(err, errclass.ErrUnsupported)
+	corrupt := errors.Is(err, errclass.ErrCorrupt)
+	switch {
+	case unsupported && corrupt:
+		errorf("%s: error is both corrupt and unsupported (%T): %s", what, err, msg)
+	case unsupported:
+		sweepClass["unsupported"]++
+		return
+	case !corrupt:
+		sweepClass["unclassed"]++
+		errorf("%s: error is neither errclass.ErrCorrupt nor errclass.ErrUnsupported (%T): %s", what, err, msg)
 		return
 	}
-	if strings.Contains(msg, "\n") || !strings.Contains(msg, "offset") || !strings.Contains(msg, file) {
-		t.Errorf("%s: error must be one line naming %q and an offset: %s", what, file, msg)
+	var ce *errclass.CorruptionError
+	if !errors.As(err, &ce) {
+		sweepClass["corrupt, no position"]++
+		errorf("%s: corrupt error carries no *errclass.CorruptionError (%T): %s", what, err, msg)
+		return
+	}
+	if !strings.Contains(ce.File, file) {
+		errorf("%s: position names file %q, want %q: %s", what, ce.File, file, msg)
+	}
+	if ce.Offset >= 0 {
+		sweepClass["corrupt, offset known"]++
+	} else {
+		sweepClass["corrupt, offset unknown"]++
+		if wantOff {
+			errorf("%s: position in %q has no offset: %s", what, ce.File, msg)
+		}
 	}
 }
 
@@ -243,7 +338,7 @@ func sweepOne(t *testing.T, fx sweepFixture) (nMeta, nWalk, nKeyed int) {
 			t.Errorf("%s: decodes without an error", what)
 			continue
 		}
-		checkSweepErr(t, what, err, metaName, "")
+		checkSweepErr(t, what, err, metaName, "", true)
 		if t.Failed() && fail() {
 			t.Fatal("too many failures")
 		}
@@ -255,7 +350,7 @@ func sweepOne(t *testing.T, fx sweepFixture) (nMeta, nWalk, nKeyed int) {
 		err := timed(t, what, func() error { return decodeMeta(flipped) })
 		nMeta++
 		if err != nil {
-			checkSweepErr(t, what, err, metaName, "")
+			checkSweepErr(t, what, err, metaName, "", true)
 		} else if nWalk < sweepWalkCap {
 			mustPut(t, st, sweepMetaKey, flipped)
 			err := timed(t, what, func() error { return sweepWalk(st, "") })
@@ -263,7 +358,7 @@ func sweepOne(t *testing.T, fx sweepFixture) (nMeta, nWalk, nKeyed int) {
 			if err != nil && !strings.Contains(err.Error(), metaName) {
 				// Walk errors name the stream they read: the keyed file
 				// or, for inline state, the _metadata key in the store.
-				checkSweepErr(t, what, err, "sp/", baseline)
+				checkSweepErr(t, what, err, "sp/", baseline, false)
 			}
 		}
 		flipped[i] ^= 0xFF
@@ -286,15 +381,36 @@ func mustPut(t *testing.T, st *s3.Mem, key string, b []byte) {
 // key-groups handle whose stream is a whole file of the savepoint) at
 // sampled offsets and walks its operator each time.
 func sweepKeyedFile(t *testing.T, fx sweepFixture, st *s3.Mem, baseline string) int {
-	ctx := context.Background()
-	sp, err := Open(ctx, st, sweepMetaKey)
+	sp, err := Open(context.Background(), st, sweepMetaKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var best *KeyGroupsHandle
-	var bestOp *OperatorState
-	var bestKey string
-	var orig []byte
+	best, bestOp, bestKey, orig := sweepLargestKeyed(t, sp, st)
+	if best == nil {
+		return sweepInlineKeyed(t, fx, st, sp.Meta, baseline)
+	}
+	file := strings.TrimPrefix(bestKey, "sp/")
+	opID := bestOp.ID.String()
+	n := 0
+	for _, l := range sweepOffsets(len(orig), best.Offsets) {
+		mustPut(t, st, bestKey, orig[:l])
+		what := fmt.Sprintf("%s: %s truncated to %d bytes", fx.name, file, l)
+		err := timed(t, what, func() error { return sweepWalk(st, opID) })
+		n++
+		checkSweepErr(t, what, err, file, baseline, false)
+		if t.Failed() {
+			break
+		}
+	}
+	mustPut(t, st, bestKey, orig)
+	return n
+}
+
+// sweepLargestKeyed finds the largest keyed-state file of sp (a
+// key-groups handle whose stream is a whole file of st): the handle, its
+// operator, its key in st and its bytes (nil handle when there is none).
+func sweepLargestKeyed(t *testing.T, sp *Savepoint, st *s3.Mem) (best *KeyGroupsHandle, bestOp *OperatorState, bestKey string, orig []byte) {
+	ctx := context.Background()
 	for _, op := range sp.Meta.Operators {
 		for _, sub := range op.Subtasks {
 			for _, kh := range append([]KeyedHandle{sub.ManagedKeyed}, MaterializedKeyed(sub.ManagedKeyed)...) {
@@ -313,24 +429,7 @@ func sweepKeyedFile(t *testing.T, fx sweepFixture, st *s3.Mem, baseline string) 
 			}
 		}
 	}
-	if best == nil {
-		return sweepInlineKeyed(t, fx, st, sp.Meta, baseline)
-	}
-	file := strings.TrimPrefix(bestKey, "sp/")
-	opID := bestOp.ID.String()
-	n := 0
-	for _, l := range sweepOffsets(len(orig), best.Offsets) {
-		mustPut(t, st, bestKey, orig[:l])
-		what := fmt.Sprintf("%s: %s truncated to %d bytes", fx.name, file, l)
-		err := timed(t, what, func() error { return sweepWalk(st, opID) })
-		n++
-		checkSweepErr(t, what, err, file, baseline)
-		if t.Failed() {
-			break
-		}
-	}
-	mustPut(t, st, bestKey, orig)
-	return n
+	return best, bestOp, bestKey, orig
 }
 
 // sweepInlineKeyed is sweepKeyedFile for fixtures whose keyed state is
@@ -367,7 +466,7 @@ func sweepInlineKeyed(t *testing.T, fx sweepFixture, st *s3.Mem, md *Metadata, b
 		what := fmt.Sprintf("%s: inline keyed stream %q truncated to %d bytes", fx.name, best.Delegate.Name, l)
 		err = timed(t, what, func() error { return sweepWalk(st, opID) })
 		n++
-		checkSweepErr(t, what, err, sweepMetaKey, baseline)
+		checkSweepErr(t, what, err, sweepMetaKey, baseline, false)
 		if t.Failed() {
 			break
 		}
@@ -440,4 +539,140 @@ func TestSweepChildLimitIsHard(t *testing.T) {
 	if err == nil || !strings.Contains(string(out), "out of memory") {
 		t.Fatalf("child was not stopped by the limit (err %v):\n%.2000s", err, out)
 	}
+}
+
+// Fixtures of sweepFlips: a heap key-group layout with files beside
+// _metadata, and the changelog-backend checkpoint whose real state changes
+// toFileLogs moves into change-log files.
+const (
+	sweepHeapFixture      = "flink1.15-hashmap-checkpoint"
+	sweepChangelogFixture = fixtureChangelog
+)
+
+// sweepFlips flips (xor 0xFF) every byte of the heap fixture's largest
+// keyed file and walks its operator, then every byte of the first
+// change-log file made from the changelog fixture (plain and Snappy-framed)
+// and reads every change of every changelog handle (WalkStateChanges and
+// ParseStateChange). Every error must be classed and name the file; a flip
+// the decoders cannot notice (a value byte) decodes cleanly. It returns
+// the number of decodes.
+func sweepFlips(t *testing.T) (n int) {
+	more := fixtures.MoreDir()
+	if more == "" {
+		t.Log("sweep: additional fixtures not found, no heap or changelog flips")
+		return 0
+	}
+	ctx := context.Background()
+	t0 := time.Now()
+	st := sweepStore(t, filepath.Join(more, sweepHeapFixture, "savepoint"))
+	sp, err := Open(ctx, st, sweepMetaKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, op, key, orig := sweepLargestKeyed(t, sp, st)
+	if h == nil {
+		t.Fatalf("%s: no keyed-state file", sweepHeapFixture)
+	}
+	file := strings.TrimPrefix(key, "sp/")
+	// The savepoint opened once: the keyed file is read at each walk.
+	walk := func() error {
+		return sp.WalkKeyed(ctx, ScanOptions{Operator: op.ID.String(), SkipNative: true}, func(*KeyedEntry) error { return nil })
+	}
+	baseline := ""
+	if err := walk(); err != nil {
+		baseline = err.Error()
+	}
+	flipped := append([]byte(nil), orig...)
+	for i := range flipped {
+		flipped[i] ^= 0xFF
+		mustPut(t, st, key, flipped)
+		what := fmt.Sprintf("%s: %s with byte %d flipped", sweepHeapFixture, file, i)
+		err := timed(t, what, walk)
+		n++
+		checkSweepErr(t, what, err, file, baseline, false)
+		flipped[i] ^= 0xFF
+		if t.Failed() && !sweepAll {
+			return n
+		}
+	}
+	t.Logf("sweep: %s: %d flips of %s in %v", sweepHeapFixture, len(orig), file, time.Since(t0).Round(time.Millisecond))
+
+	raw, err := os.ReadFile(filepath.Join(more, sweepChangelogFixture, "savepoint", MetadataName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, compress := range []bool{false, true} {
+		t0 := time.Now()
+		md, err := ParseMetadata(raw, sweepChangelogFixture)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := s3.NewMem()
+		toFileLogs(t, md, st, compress)
+		// The first operator with changelog handles names the first file.
+		var file string
+		var orig []byte
+		for i := range md.Operators {
+			file = fmt.Sprintf("changelog-%d", i)
+			if orig, err = sweepRead(ctx, st, file); err == nil {
+				break
+			}
+		}
+		if orig == nil {
+			t.Fatalf("%s: no change-log file made", sweepChangelogFixture)
+		}
+		sp, err := Open(ctx, st, MetadataName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if perr, err := sweepChanges(sp); err != nil || perr != nil {
+			t.Fatalf("%s: undamaged change-log files: %v, %v", sweepChangelogFixture, err, perr)
+		}
+		flipped := append([]byte(nil), orig...)
+		for i := range flipped {
+			flipped[i] ^= 0xFF
+			mustPut(t, st, file, flipped)
+			what := fmt.Sprintf("%s: %s (compressed %v) with byte %d flipped", sweepChangelogFixture, file, compress, i)
+			var perr error
+			err := timed(t, what, func() (err error) { perr, err = sweepChanges(sp); return err })
+			n++
+			// Offsets of a compressed file count decompressed bytes, which
+			// the position leaves unknown (see ChangeSetError).
+			checkSweepErr(t, what, err, file, "", !compress)
+			// A change's frame is decoded from its bytes alone: the
+			// offset is the change's own, the file is not known to it.
+			checkSweepErr(t, what+" (change frame)", perr, "", "", true)
+			flipped[i] ^= 0xFF
+			if t.Failed() && !sweepAll {
+				return n
+			}
+		}
+		t.Logf("sweep: %s: %d flips of %s (compressed %v) in %v", sweepChangelogFixture, len(orig), file, compress, time.Since(t0).Round(time.Millisecond))
+	}
+	return n
+}
+
+// sweepChanges reads every state change of sp's changelog handles
+// (WalkStateChanges: the error err) and decodes each change's frame
+// (ParseStateChange: the first error perr, which does not stop the walk).
+func sweepChanges(sp *Savepoint) (perr, err error) {
+	ctx := context.Background()
+	for _, op := range sp.Meta.Operators {
+		for _, sub := range op.Subtasks {
+			h, ok := sub.ManagedKeyed.(*ChangelogHandle)
+			if !ok {
+				continue
+			}
+			err := sp.WalkStateChanges(ctx, h, true, func(c StateChange) error {
+				if _, err := ParseStateChange(c); err != nil && perr == nil {
+					perr = err
+				}
+				return nil
+			})
+			if err != nil {
+				return perr, err
+			}
+		}
+	}
+	return perr, nil
 }
