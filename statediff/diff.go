@@ -31,6 +31,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sort"
 
 	"github.com/sfstate/sfstate/s3"
@@ -131,7 +132,8 @@ func Diff(ctx context.Context, a, b *savepoint.Savepoint, o Options) (res *Resul
 	if o.MemoryBytes <= 0 {
 		o.MemoryBytes = DefaultMemoryBytes
 	}
-	d := &differ{ctx: ctx, a: a, b: b, o: o, states: map[stateKey]*StateDiff{}, scratch: &scratch{parent: o.TempDir}}
+	d := &differ{ctx: ctx, a: a, b: b, o: o, states: map[stateKey]*StateDiff{}, scratch: &scratch{parent: o.TempDir},
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 	defer func() {
 		if rerr := d.scratch.remove(); rerr != nil && err == nil {
 			res, err = nil, fmt.Errorf("statediff: remove spill directory: %w", rerr)
@@ -146,7 +148,7 @@ func Diff(ctx context.Context, a, b *savepoint.Savepoint, o Options) (res *Resul
 			return nil, err
 		}
 	}
-	res = &Result{Equal: true, Notes: d.notes, Incomplete: len(d.notes) > 0, SpilledBytes: d.scratch.Bytes, SpilledRuns: d.scratch.Runs}
+	res = &Result{Equal: true, Notes: d.notes, Incomplete: d.incomplete, SpilledBytes: d.scratch.Bytes, SpilledRuns: d.scratch.Runs}
 	for _, s := range d.states {
 		res.States = append(res.States, s)
 		if s.Differs() {
@@ -170,7 +172,11 @@ type differ struct {
 	scratch *scratch
 	states  map[stateKey]*StateDiff
 	notes   []string
-	sums    map[*savepoint.Savepoint]*savepoint.Summary
+	// incomplete: some keyed state was not compared (notes say which).
+	incomplete bool
+	sums       map[*savepoint.Savepoint]*savepoint.Summary
+	// seeds of the key-group digests (one Diff hashes both sides).
+	seeds [2]maphash.Seed
 }
 
 // opPair is one operator id with its state on each side (nil = absent).
@@ -272,84 +278,84 @@ func (d *differ) operator(p opPair) error {
 	}{{d.a, p.a}, {d.b, p.b}} {
 		if s := d.summaryOf(x.sp, x.op); s != nil && s.KeyedLayout == savepoint.LayoutNativeRocksDB {
 			d.notes = append(d.notes, fmt.Sprintf("operator %s in %s: keyed state in the RocksDB native layout is not compared", p.id, x.sp.Name()))
+			d.incomplete = true
 			return nil
 		}
 		if s := d.summaryOf(x.sp, x.op); s != nil && s.KeyedLayout == savepoint.LayoutNativeHeap && x.sp.FormatType() == savepoint.FormatNative {
 			d.notes = append(d.notes, fmt.Sprintf("operator %s in %s: keyed state in the heap backend's native layout is not compared", p.id, x.sp.Name()))
+			d.incomplete = true
 			return nil
 		}
 	}
+	plan, err := d.planOperator(p)
+	if err != nil {
+		return err
+	}
 	if p.a != nil && p.b != nil && p.a.MaxParallelism == p.b.MaxParallelism && !d.o.NoDigest {
-		return d.byKeyGroups(p)
+		return d.byKeyGroups(p, plan)
 	}
 	// One pass over everything; the sorters spill what does not fit.
-	return d.pass(p, 0, -1, nil)
+	return d.pass(p, plan, 0, -1, nil)
 }
 
 // byKeyGroups is the digest path: equal key groups are skipped, the others
 // compared a few at a time.
-func (d *differ) byKeyGroups(p opPair) error {
-	da, err := digest.Compute(d.ctx, d.a, digest.Options{Operator: p.id, State: d.o.State, SkipNative: true})
+func (d *differ) byKeyGroups(p opPair, plan *opPlan) error {
+	da, err := d.digestSide(d.a, p.a, p.id, plan)
 	if err != nil {
 		return err
 	}
-	db, err := digest.Compute(d.ctx, d.b, digest.Options{Operator: p.id, State: d.o.State, SkipNative: true})
+	db, err := d.digestSide(d.b, p.b, p.id, plan)
 	if err != nil {
 		return err
 	}
-	if len(da.Groups) == 0 && len(db.Groups) == 0 && (d.keyedBytes(d.a, p.a) > 0 || d.keyedBytes(d.b, p.b) > 0) {
+	if len(da) == 0 && len(db) == 0 && (d.keyedBytes(d.a, p.a) > 0 || d.keyedBytes(d.b, p.b) > 0) {
 		// Nothing decoded although there is keyed data: a native layout
 		// the digest skipped; the entry walk reports it.
-		return d.pass(p, 0, -1, nil)
+		return d.pass(p, plan, 0, -1, nil)
 	}
-	type kgState struct{ equal, any bool }
-	kgs := map[int]*kgState{}
-	note := func(k digest.GroupKey, equal bool) {
-		s := kgs[k.KeyGroup]
-		if s == nil {
-			s = &kgState{equal: true}
-			kgs[k.KeyGroup] = s
+	differs := map[int32]bool{} // key group -> some state differs
+	for k, ga := range da {
+		gb := db[k]
+		if gb == nil || *ga != *gb {
+			differs[k.kg] = true
+		} else if !differs[k.kg] {
+			differs[k.kg] = false
 		}
-		s.any = true
-		if !equal {
-			s.equal = false
-		}
+		d.state(p.id, plan.states[k.state].name).EntriesA += ga.n
 	}
-	for k, ga := range da.Groups {
-		gb := db.Groups[k]
-		note(k, gb != nil && *ga == *gb)
-		sd := d.state(p.id, k.State)
-		sd.EntriesA += ga.Entries
-	}
-	for k, gb := range db.Groups {
-		if da.Groups[k] == nil {
-			note(k, false)
+	for k, gb := range db {
+		if da[k] == nil {
+			differs[k.kg] = true
+		} else if !differs[k.kg] {
+			differs[k.kg] = false
 		}
-		d.state(p.id, k.State).EntriesB += gb.Entries
+		d.state(p.id, plan.states[k.state].name).EntriesB += gb.n
+	}
+	for k := range da {
+		if !differs[k.kg] {
+			d.state(p.id, plan.states[k.state].name).KeyGroupsSkipped++
+		}
 	}
 	var differing []int
-	for kg, s := range kgs {
-		if s.equal {
-			for k := range da.Groups {
-				if k.KeyGroup == kg {
-					d.state(p.id, k.State).KeyGroupsSkipped++
-				}
-			}
-			continue
+	for kg, diff := range differs {
+		if diff {
+			differing = append(differing, int(kg))
 		}
-		differing = append(differing, kg)
 	}
 	sort.Ints(differing)
+	maxP := max(p.a.MaxParallelism, p.b.MaxParallelism)
 	for len(differing) > 0 {
 		n := min(len(differing), kgPerPass)
 		chunk := differing[:n]
 		differing = differing[n:]
-		set := map[int]bool{}
+		keep := make([]bool, maxP)
 		for _, kg := range chunk {
-			set[kg] = true
+			if kg >= 0 && kg < len(keep) {
+				keep[kg] = true
+			}
 		}
-		keep := func(kg int, _ []byte) bool { return set[kg] }
-		if err := d.passCounted(p, chunk[0], chunk[n-1], keep, false); err != nil {
+		if err := d.passCounted(p, plan, chunk[0], chunk[n-1], keep, false); err != nil {
 			return err
 		}
 	}
@@ -366,21 +372,22 @@ func (d *differ) state(op, state string) *StateDiff {
 	return s
 }
 
-func (d *differ) pass(p opPair, from, to int, keep func(kg int, id []byte) bool) error {
-	return d.passCounted(p, from, to, keep, true)
+func (d *differ) pass(p opPair, plan *opPlan, from, to int, keep []bool) error {
+	return d.passCounted(p, plan, from, to, keep, true)
 }
 
-// passCounted reads the entries keep selects (nil: all) from both sides,
-// sorts each side by state and identity (spilling sorted runs to disk
-// beyond half of Options.MemoryBytes per side) and compares the two
-// sorted streams in one merge. count adds the entries read to
+// passCounted reads the entries of the key groups keep selects (nil: all)
+// from both sides, sorts each side by state and identity (spilling sorted
+// runs to disk beyond half of Options.MemoryBytes per side) and compares
+// the two sorted streams in one merge. count adds the entries read to
 // EntriesA/EntriesB.
-func (d *differ) passCounted(p opPair, from, to int, keep func(kg int, id []byte) bool, count bool) error {
-	sa, err := d.collect(d.a, p.a, p.id, from, to, keep, count, true)
+func (d *differ) passCounted(p opPair, plan *opPlan, from, to int, keep []bool, count bool) error {
+	xa, xb := newSide(p.a), newSide(p.b)
+	sa, err := d.collect(d.a, p.a, p.id, plan, xa, from, to, keep, count, true)
 	if err != nil {
 		return err
 	}
-	sb, err := d.collect(d.b, p.b, p.id, from, to, keep, count, false)
+	sb, err := d.collect(d.b, p.b, p.id, plan, xb, from, to, keep, count, false)
 	if err != nil {
 		return err
 	}
@@ -394,42 +401,45 @@ func (d *differ) passCounted(p opPair, from, to int, keep func(kg int, id []byte
 		return err
 	}
 	defer ib.close()
-	return d.merge(p.id, ia, ib, sa, sb)
+	return d.merge(p.id, plan, ia, ib, xa, xb)
 }
 
 // merge compares two sorted streams of one operator's entries. Both are
 // in (state, identity) order, so the examples come out in that order,
 // whether the streams were held in memory or merged from spilled runs.
-func (d *differ) merge(op string, ia, ib recIter, sa, sb *sorter) error {
-	var lastState string
-	var sd *StateDiff
-	stateOf := func(name string) *StateDiff {
-		if sd == nil || name != lastState {
-			sd, lastState = d.state(op, name), name
+func (d *differ) merge(op string, plan *opPlan, ia, ib recIter, xa, xb *side) error {
+	sds := make([]*StateDiff, len(plan.states))
+	stateOf := func(i int32) *StateDiff {
+		if sds[i] == nil {
+			sds[i] = d.state(op, plan.states[i].name)
 		}
-		return sd
+		return sds[i]
 	}
 	var prevA, prevB *rec
-	next := func(it recIter, s *sorter, prev **rec) (*rec, error) {
+	next := func(it recIter, x *side, prev **rec) (*rec, error) {
 		r, err := it.next()
 		if err != nil || r == nil {
 			return nil, err
 		}
+		if int(r.state) >= len(plan.states) {
+			return nil, fmt.Errorf("statediff: spilled entry of unknown state %d", r.state)
+		}
 		if *prev != nil && recLess(*prev, r) == 0 {
-			return nil, &keyed.Error{File: s.files[r.file], KeyGroup: r.kg, Offset: r.offset, BlockPos: r.bpos,
-				Err: fmt.Errorf("state %q holds the same key twice", r.state)}
+			return nil, &keyed.Error{File: x.files[r.file], KeyGroup: int(r.kg), Offset: r.offset, BlockPos: r.bpos,
+				Err: fmt.Errorf("state %q holds the same key twice", plan.states[r.state].name)}
 		}
 		*prev = r
 		return r, nil
 	}
-	ra, err := next(ia, sa, &prevA)
+	ra, err := next(ia, xa, &prevA)
 	if err != nil {
 		return err
 	}
-	rb, err := next(ib, sb, &prevB)
+	rb, err := next(ib, xb, &prevB)
 	if err != nil {
 		return err
 	}
+	limit := d.o.Limit
 	for n := 0; ra != nil || rb != nil; n++ {
 		if n%4096 == 0 {
 			if err := d.ctx.Err(); err != nil {
@@ -449,37 +459,60 @@ func (d *differ) merge(op string, ia, ib recIter, sa, sb *sorter) error {
 		case c < 0:
 			s := stateOf(ra.state)
 			s.Removed++
-			if len(s.RemovedExamples) < d.o.Limit {
-				s.RemovedExamples = append(s.RemovedExamples, ra.js)
+			if len(s.RemovedExamples) < limit {
+				js, err := xa.render(plan.states[ra.state], ra)
+				if err != nil {
+					return err
+				}
+				s.RemovedExamples = append(s.RemovedExamples, js)
 			}
 		case c > 0:
 			s := stateOf(rb.state)
 			s.Added++
-			if len(s.AddedExamples) < d.o.Limit {
-				s.AddedExamples = append(s.AddedExamples, rb.js)
+			if len(s.AddedExamples) < limit {
+				js, err := xb.render(plan.states[rb.state], rb)
+				if err != nil {
+					return err
+				}
+				s.AddedExamples = append(s.AddedExamples, js)
 			}
 		default:
+			sp := plan.states[ra.state]
+			what, err := d.compare(sp, ra, rb, xa, xb)
+			if err != nil {
+				return err
+			}
+			var ex *[]Change
 			s := stateOf(ra.state)
-			switch {
-			case !bytes.Equal(ra.val, rb.val):
+			switch what {
+			case changed:
 				s.Changed++
-				if len(s.ChangedExamples) < d.o.Limit {
-					s.ChangedExamples = append(s.ChangedExamples, Change{Before: ra.js, After: rb.js})
+				ex = &s.ChangedExamples
+			case ttlOnly:
+				if !d.o.IgnoreTTL {
+					s.TTLChanged++
+					ex = &s.TTLChangedExamples
 				}
-			case !d.o.IgnoreTTL && !bytes.Equal(ra.ttl, rb.ttl):
-				s.TTLChanged++
-				if len(s.TTLChangedExamples) < d.o.Limit {
-					s.TTLChangedExamples = append(s.TTLChangedExamples, Change{Before: ra.js, After: rb.js})
+			}
+			if ex != nil && len(*ex) < limit {
+				before, err := xa.render(sp, ra)
+				if err != nil {
+					return err
 				}
+				after, err := xb.render(sp, rb)
+				if err != nil {
+					return err
+				}
+				*ex = append(*ex, Change{Before: before, After: after})
 			}
 		}
 		if c <= 0 {
-			if ra, err = next(ia, sa, &prevA); err != nil {
+			if ra, err = next(ia, xa, &prevA); err != nil {
 				return err
 			}
 		}
 		if c >= 0 {
-			if rb, err = next(ib, sb, &prevB); err != nil {
+			if rb, err = next(ib, xb, &prevB); err != nil {
 				return err
 			}
 		}
@@ -487,43 +520,93 @@ func (d *differ) merge(op string, ia, ib recIter, sa, sb *sorter) error {
 	return nil
 }
 
+// compare classifies two entries of one identity: same, changed or
+// ttlOnly.
+func (d *differ) compare(sp *statePlan, ra, rb *rec, xa, xb *side) (int, error) {
+	if sp.canonical {
+		switch {
+		case !bytes.Equal(ra.val, rb.val):
+			return changed, nil
+		case !bytes.Equal(ra.ttl, rb.ttl):
+			return ttlOnly, nil
+		}
+		return same, nil
+	}
+	return valueDiff(sp, ra.val, rb.val, func() (int, error) {
+		va, ta, err := xa.canonicalValue(sp, ra)
+		if err != nil {
+			return 0, err
+		}
+		vb, tb, err := xb.canonicalValue(sp, rb)
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case !bytes.Equal(va, vb):
+			return changed, nil
+		case !bytes.Equal(ta, tb):
+			return ttlOnly, nil
+		}
+		return same, nil
+	})
+}
+
 // collect reads the selected entries of op (nil: none) in one snapshot
 // into a sorter holding at most half of Options.MemoryBytes.
-func (d *differ) collect(sp *savepoint.Savepoint, op *savepoint.OperatorState, id string, from, to int, keep func(kg int, id []byte) bool, count, first bool) (*sorter, error) {
-	out := newSorter(d.scratch, d.o.MemoryBytes/2)
+func (d *differ) collect(sp *savepoint.Savepoint, op *savepoint.OperatorState, id string, plan *opPlan, x *side, from, to int, keep []bool, count, first bool) (*sorter, error) {
+	out := newSorter(d.scratch, d.o.MemoryBytes/2, x)
 	if op == nil {
 		return out, nil
 	}
-	so := savepoint.ScanOptions{Operator: id, State: d.o.State, KeyGroupFrom: from, KeyGroupTo: to, Mode: keyed.ModeDecode, ReuseValues: true}
-	var idb []byte
-	var lastName string
+	prefix := keyed.KeyGroupPrefixBytes(int(op.MaxParallelism))
+	so := savepoint.ScanOptions{Operator: id, State: d.o.State, KeyGroupFrom: from, KeyGroupTo: to, Mode: plan.mode, ReuseValues: true}
+	var lastMeta *keyed.StateMeta
+	var st int32
+	var sp1 *statePlan
 	var sd *StateDiff
+	var r rec
 	err := sp.WalkKeyed(d.ctx, so, func(e *savepoint.KeyedEntry) error {
-		idb = identity(idb[:0], e)
-		if keep != nil && !keep(e.KeyGroup, idb) {
+		if keep != nil && (e.KeyGroup < 0 || e.KeyGroup >= len(keep) || !keep[e.KeyGroup]) {
 			return nil
 		}
-		if count {
-			if sd == nil || e.State.Name != lastName {
-				sd, lastName = d.state(id, e.State.Name), e.State.Name
+		if e.State != lastMeta {
+			i, err := plan.state(e.State.Name)
+			if err != nil {
+				return err
 			}
+			st, sp1, lastMeta = i, plan.states[i], e.State
+			if count {
+				sd = d.state(id, sp1.name)
+			}
+		}
+		if count {
 			if first {
 				sd.EntriesA++
 			} else {
 				sd.EntriesB++
 			}
 		}
-		val, ttl := valueOf(e)
-		js, err := EntryJSON(e)
-		if err != nil {
-			return err
+		r = rec{state: st, file: int32(x.fileIndex(e.File, e.Header)), kg: int32(e.KeyGroup), offset: e.Offset, bpos: e.BlockPos}
+		if sp1.canonical {
+			js, err := EntryJSON(e)
+			if err != nil {
+				return err
+			}
+			r.id = identity(nil, e)
+			r.val, r.ttl = valueOf(e)
+			r.js = js
+		} else {
+			if len(e.KeyBytes) < prefix {
+				return fmt.Errorf("statediff: %s: key group %d: key shorter than its key-group prefix", e.File, e.KeyGroup)
+			}
+			r.id, r.val = e.KeyBytes[prefix:], e.ValueBytes
 		}
-		return out.add(&rec{state: e.State.Name, id: bytes.Clone(idb), val: val, ttl: ttl, js: js,
-			file: out.fileIndex(e.File), kg: e.KeyGroup, offset: e.Offset, bpos: e.BlockPos})
+		return out.add(&r)
 	})
 	if errors.Is(err, savepoint.ErrNativeLayout) {
 		d.notes = append(d.notes, fmt.Sprintf("operator %s in %s: keyed state in a native layout is not compared", id, sp.Name()))
-		return newSorter(d.scratch, d.o.MemoryBytes/2), nil
+		d.incomplete = true
+		return newSorter(d.scratch, d.o.MemoryBytes/2, x), nil
 	}
 	return out, err
 }

@@ -6,11 +6,14 @@ package statediff
 //
 // A run file is a sequence of records, each
 //
-//	uvarint len + state name
-//	uvarint len + identity (canonical encoding, see identity)
-//	uvarint len + value (canonical encoding without TTL wrappers)
-//	uvarint len + TTL timestamps (8 bytes each)
-//	uvarint len + the entry's JSON rendering
+//	uvarint state index (into the operator's plan, see opPlan)
+//	uvarint len + identity (composite key bytes without the key-group
+//	              prefix, or the canonical encoding for canonical states;
+//	              see compact.go)
+//	uvarint len + value (the value bytes as written, or the canonical
+//	              encoding without TTL wrappers for canonical states)
+//	uvarint len + TTL timestamps (8 bytes each; canonical states only)
+//	uvarint len + the entry's JSON rendering (canonical states only)
 //	uvarint file index (into the side's file table), uvarint key group,
 //	zig-zag varint offset, zig-zag varint block position
 //
@@ -29,7 +32,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 )
 
 // recOverhead approximates the memory of one held entry beyond its bytes
@@ -49,21 +51,24 @@ var afterSpill func(runs int)
 
 // rec is one entry held during a pass.
 type rec struct {
-	state        string
 	id, val, ttl []byte
 	js           Entry
-	file         int // index into the side's file table
-	kg           int
+	state        int32 // index into the operator's plan
+	file         int32 // index into the side's file table
+	kg           int32
 	offset, bpos int64
 }
 
 func (r *rec) size() int64 {
-	return recOverhead + int64(len(r.state)+len(r.id)+len(r.val)+len(r.ttl)+len(r.js))
+	return recOverhead + int64(len(r.id)+len(r.val)+len(r.ttl)+len(r.js))
 }
 
 func recLess(a, b *rec) int {
-	if c := strings.Compare(a.state, b.state); c != 0 {
-		return c
+	if a.state != b.state {
+		if a.state < b.state {
+			return -1
+		}
+		return 1
 	}
 	return bytes.Compare(a.id, b.id)
 }
@@ -100,34 +105,55 @@ func (s *scratch) remove() error {
 	return err
 }
 
-// sorter collects one side's entries of a pass.
+// sorter collects one side's entries of a pass. Held records and their
+// bytes are carved from slabs (recSlab records, byteSlab bytes), dropped
+// together when the records are spilled.
 type sorter struct {
 	sc       *scratch
 	budget   int64
 	mem      []*rec
 	memBytes int64
 	runs     []string
-	files    []string // file table (KeyedEntry.File values)
-	fileIdx  map[string]int
+	side     *side
+	recs     []rec
+	slab     []byte
 }
 
-func newSorter(sc *scratch, budget int64) *sorter {
-	return &sorter{sc: sc, budget: max(budget, 1), fileIdx: map[string]int{}}
+const (
+	recSlab  = 1024
+	byteSlab = 256 << 10
+)
+
+func newSorter(sc *scratch, budget int64, sd *side) *sorter {
+	return &sorter{sc: sc, budget: max(budget, 1), side: sd}
 }
 
-func (s *sorter) fileIndex(name string) int {
-	i, ok := s.fileIdx[name]
-	if !ok {
-		i = len(s.files)
-		s.files = append(s.files, name)
-		s.fileIdx[name] = i
+// hold copies b into the byte slab.
+func (s *sorter) hold(b []byte) []byte {
+	if len(b) == 0 {
+		return nil
 	}
-	return i
+	if len(b) > byteSlab/4 {
+		return bytes.Clone(b)
+	}
+	if cap(s.slab)-len(s.slab) < len(b) {
+		s.slab = make([]byte, 0, byteSlab)
+	}
+	n := len(s.slab)
+	s.slab = append(s.slab, b...)
+	return s.slab[n:len(s.slab):len(s.slab)]
 }
 
+// add holds a copy of r (its byte slices copied too).
 func (s *sorter) add(r *rec) error {
-	s.mem = append(s.mem, r)
-	s.memBytes += r.size()
+	if len(s.recs) == cap(s.recs) {
+		s.recs = make([]rec, 0, recSlab)
+	}
+	s.recs = append(s.recs, *r)
+	h := &s.recs[len(s.recs)-1]
+	h.id, h.val, h.ttl = s.hold(r.id), s.hold(r.val), s.hold(r.ttl)
+	s.mem = append(s.mem, h)
+	s.memBytes += h.size()
 	if s.memBytes > s.budget {
 		return s.spill()
 	}
@@ -169,6 +195,7 @@ func (s *sorter) spill() error {
 	clear(s.mem)
 	s.mem = s.mem[:0]
 	s.memBytes = 0
+	s.recs, s.slab = nil, nil
 	return nil
 }
 
@@ -178,8 +205,7 @@ func appendBytes(dst, b []byte) []byte {
 }
 
 func appendRec(dst []byte, r *rec) []byte {
-	dst = binary.AppendUvarint(dst, uint64(len(r.state)))
-	dst = append(dst, r.state...)
+	dst = binary.AppendUvarint(dst, uint64(r.state))
 	dst = appendBytes(dst, r.id)
 	dst = appendBytes(dst, r.val)
 	dst = appendBytes(dst, r.ttl)
@@ -191,7 +217,8 @@ func appendRec(dst []byte, r *rec) []byte {
 }
 
 // recIter yields entries in (state, identity) order; next returns nil at
-// the end.
+// the end. A record returned stays valid until the second next call after
+// it (run readers recycle their records).
 type recIter interface {
 	next() (*rec, error)
 	close()
@@ -282,16 +309,20 @@ func (m *memIter) next() (*rec, error) {
 
 func (m *memIter) close() {}
 
-// runReader reads one run file.
+// runReader reads one run file. It recycles three records (and their
+// bytes): the current one and the two returned before it.
 type runReader struct {
 	f    io.Closer
 	r    *bufio.Reader
 	cur  *rec
 	name string
 	size int64 // bytes in the file: bounds every length read
+	ring [3]rec
+	next int
 }
 
-func (rr *runReader) field(what string) ([]byte, error) {
+// field reads one length-prefixed field into dst's memory.
+func (rr *runReader) field(dst []byte, what string) ([]byte, error) {
 	n, err := binary.ReadUvarint(rr.r)
 	if err != nil {
 		return nil, rr.bad(what, err)
@@ -299,7 +330,10 @@ func (rr *runReader) field(what string) ([]byte, error) {
 	if n > maxRecField || int64(n) > rr.size {
 		return nil, rr.bad(what, fmt.Errorf("length %d", n))
 	}
-	b := make([]byte, n)
+	if n == 0 {
+		return dst[:0], nil
+	}
+	b := slices.Grow(dst[:0], int(n))[:n]
 	if _, err := io.ReadFull(rr.r, b); err != nil {
 		return nil, rr.bad(what, err)
 	}
@@ -319,25 +353,28 @@ func (rr *runReader) read() error {
 	if _, err := rr.r.Peek(1); err == io.EOF {
 		return nil
 	}
-	state, err := rr.field("state")
+	state, err := binary.ReadUvarint(rr.r)
 	if err != nil {
+		return rr.bad("state", err)
+	}
+	if state > 1<<31-1 {
+		return rr.bad("state", fmt.Errorf("state index %d out of range", state))
+	}
+	r := &rr.ring[rr.next]
+	rr.next = (rr.next + 1) % len(rr.ring)
+	r.state = int32(state)
+	if r.id, err = rr.field(r.id, "identity"); err != nil {
 		return err
 	}
-	r := &rec{state: string(state)}
-	if r.id, err = rr.field("identity"); err != nil {
+	if r.val, err = rr.field(r.val, "value"); err != nil {
 		return err
 	}
-	if r.val, err = rr.field("value"); err != nil {
+	if r.ttl, err = rr.field(r.ttl, "ttl"); err != nil {
 		return err
 	}
-	if r.ttl, err = rr.field("ttl"); err != nil {
+	if r.js, err = rr.field(r.js, "json"); err != nil {
 		return err
 	}
-	var js []byte
-	if js, err = rr.field("json"); err != nil {
-		return err
-	}
-	r.js = js
 	file, err := binary.ReadUvarint(rr.r)
 	if err != nil {
 		return rr.bad("file index", err)
@@ -355,7 +392,7 @@ func (rr *runReader) read() error {
 	if r.bpos, err = binary.ReadVarint(rr.r); err != nil {
 		return rr.bad("block position", err)
 	}
-	r.file, r.kg = int(file), int(kg)
+	r.file, r.kg = int32(file), int32(kg)
 	rr.cur = r
 	return nil
 }

@@ -314,8 +314,8 @@ func BenchmarkDiffHugeKeyGroup(b *testing.B) {
 func FuzzSpillRun(f *testing.F) {
 	var run []byte
 	for i, r := range []*rec{
-		{state: "counts", id: []byte{1, 2}, val: []byte{3}, ttl: []byte{0, 0, 0, 0, 0, 0, 0, 9}, js: Entry(`{"k":1}`), file: 0, kg: 5, offset: 100, bpos: -1},
-		{state: "counts", id: []byte{1, 3}, js: Entry(`{}`), kg: 127, offset: 1 << 40},
+		{state: 0, id: []byte{1, 2}, val: []byte{3}, ttl: []byte{0, 0, 0, 0, 0, 0, 0, 9}, js: Entry(`{"k":1}`), file: 0, kg: 5, offset: 100, bpos: -1},
+		{state: 1, id: []byte{1, 3}, js: Entry(`{}`), kg: 127, offset: 1 << 40},
 	} {
 		run = appendRec(run, r)
 		if i == 0 {
