@@ -355,7 +355,16 @@ func (d *differ) byKeyGroups(p opPair, plan *opPlan) error {
 				keep[kg] = true
 			}
 		}
-		if err := d.passCounted(p, plan, chunk[0], chunk[n-1], keep, false); err != nil {
+		// The digests tell how many entries each side will hold.
+		var hint [2]int64
+		for i, dg := range []map[groupKey]*groupSum{da, db} {
+			for k, g := range dg {
+				if int(k.kg) < len(keep) && keep[k.kg] {
+					hint[i] += g.n
+				}
+			}
+		}
+		if err := d.passCounted(p, plan, chunk[0], chunk[n-1], keep, false, hint); err != nil {
 			return err
 		}
 	}
@@ -373,21 +382,22 @@ func (d *differ) state(op, state string) *StateDiff {
 }
 
 func (d *differ) pass(p opPair, plan *opPlan, from, to int, keep []bool) error {
-	return d.passCounted(p, plan, from, to, keep, true)
+	return d.passCounted(p, plan, from, to, keep, true, [2]int64{})
 }
 
 // passCounted reads the entries of the key groups keep selects (nil: all)
 // from both sides, sorts each side by state and identity (spilling sorted
 // runs to disk beyond half of Options.MemoryBytes per side) and compares
 // the two sorted streams in one merge. count adds the entries read to
-// EntriesA/EntriesB.
-func (d *differ) passCounted(p opPair, plan *opPlan, from, to int, keep []bool, count bool) error {
+// EntriesA/EntriesB; hint is the number of entries expected on each side
+// (0: unknown).
+func (d *differ) passCounted(p opPair, plan *opPlan, from, to int, keep []bool, count bool, hint [2]int64) error {
 	xa, xb := newSide(p.a), newSide(p.b)
-	sa, err := d.collect(d.a, p.a, p.id, plan, xa, from, to, keep, count, true)
+	sa, err := d.collect(d.a, p.a, p.id, plan, xa, from, to, keep, count, true, hint[0])
 	if err != nil {
 		return err
 	}
-	sb, err := d.collect(d.b, p.b, p.id, plan, xb, from, to, keep, count, false)
+	sb, err := d.collect(d.b, p.b, p.id, plan, xb, from, to, keep, count, false, hint[1])
 	if err != nil {
 		return err
 	}
@@ -553,8 +563,9 @@ func (d *differ) compare(sp *statePlan, ra, rb *rec, xa, xb *side) (int, error) 
 
 // collect reads the selected entries of op (nil: none) in one snapshot
 // into a sorter holding at most half of Options.MemoryBytes.
-func (d *differ) collect(sp *savepoint.Savepoint, op *savepoint.OperatorState, id string, plan *opPlan, x *side, from, to int, keep []bool, count, first bool) (*sorter, error) {
+func (d *differ) collect(sp *savepoint.Savepoint, op *savepoint.OperatorState, id string, plan *opPlan, x *side, from, to int, keep []bool, count, first bool, hint int64) (*sorter, error) {
 	out := newSorter(d.scratch, d.o.MemoryBytes/2, x)
+	out.reserve(hint)
 	if op == nil {
 		return out, nil
 	}

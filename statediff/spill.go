@@ -34,9 +34,9 @@ import (
 	"slices"
 )
 
-// recOverhead approximates the memory of one held entry beyond its bytes
-// (the struct, its slice headers, the pointer to it).
-const recOverhead = 128
+// heldOverhead approximates the memory of one held entry beyond its bytes
+// (its held and heldMeta records, with the slack of growing slices).
+const heldOverhead = 112
 
 // mergeFanIn bounds the runs merged at once (open files, read buffers);
 // more runs are first merged into longer ones.
@@ -57,10 +57,6 @@ type rec struct {
 	file         int32 // index into the side's file table
 	kg           int32
 	offset, bpos int64
-}
-
-func (r *rec) size() int64 {
-	return recOverhead + int64(len(r.id)+len(r.val)+len(r.ttl)+len(r.js))
 }
 
 func recLess(a, b *rec) int {
@@ -105,75 +101,223 @@ func (s *scratch) remove() error {
 	return err
 }
 
-// sorter collects one side's entries of a pass. Held records and their
-// bytes are carved from slabs (recSlab records, byteSlab bytes), dropped
-// together when the records are spilled.
+// sorter collects one side's entries of a pass. Held entries take no
+// pointers (the garbage collector does not scan them): a held record per
+// entry, sorted, with the first 8 bytes of the identity inline, and the
+// entry's bytes (identity, value, TTL, JSON, back to back) in byte chunks.
 type sorter struct {
 	sc       *scratch
 	budget   int64
-	mem      []*rec
+	held     []held
+	meta     []heldMeta
+	chunks   [][]byte
 	memBytes int64
-	runs     []string
-	side     *side
-	recs     []rec
-	slab     []byte
+	// inOrder: the entries were added in (state, identity) order (as a
+	// RocksDB savepoint writes one key group), no sort needed.
+	inOrder bool
+	runs    []string
+	side    *side
 }
 
-const (
-	recSlab  = 1024
-	byteSlab = 256 << 10
-)
+// held is the sort record of one held entry.
+type held struct {
+	pfx   uint64 // the identity's first 8 bytes, big-endian, zero-padded
+	state int32
+	chunk uint32
+	off   uint32 // identity at chunks[chunk][off:off+idLen], then the rest
+	idLen uint32
+	meta  uint32 // index into sorter.meta
+}
+
+// heldMeta is the rest of a held entry.
+type heldMeta struct {
+	valLen, ttlLen, jsLen uint32
+	file, kg              int32
+	offset, bpos          int64
+}
+
+// chunkBytes is the largest byte chunk (a quarter of the budget when
+// smaller; larger entries get their own).
+const chunkBytes = 1 << 20
 
 func newSorter(sc *scratch, budget int64, sd *side) *sorter {
-	return &sorter{sc: sc, budget: max(budget, 1), side: sd}
+	return &sorter{sc: sc, budget: max(budget, 1), side: sd, inOrder: true}
 }
 
-// hold copies b into the byte slab.
-func (s *sorter) hold(b []byte) []byte {
-	if len(b) == 0 {
-		return nil
+// reserve makes room for n held entries (as far as the budget takes them).
+func (s *sorter) reserve(n int64) {
+	n = min(n, s.budget/heldOverhead+1)
+	if n > 0 {
+		s.held = make([]held, 0, n)
+		s.meta = make([]heldMeta, 0, n)
 	}
-	if len(b) > byteSlab/4 {
-		return bytes.Clone(b)
-	}
-	if cap(s.slab)-len(s.slab) < len(b) {
-		s.slab = make([]byte, 0, byteSlab)
-	}
-	n := len(s.slab)
-	s.slab = append(s.slab, b...)
-	return s.slab[n:len(s.slab):len(s.slab)]
 }
 
-// add holds a copy of r (its byte slices copied too).
+// prefix64 is the first 8 bytes of b as a big-endian number, zero-padded:
+// ordering by it and then by the whole bytes is ordering by the bytes.
+func prefix64(b []byte) uint64 {
+	if len(b) >= 8 {
+		return binary.BigEndian.Uint64(b)
+	}
+	var x [8]byte
+	copy(x[:], b)
+	return binary.BigEndian.Uint64(x[:])
+}
+
+func (s *sorter) id(h *held) []byte {
+	return s.chunks[h.chunk][h.off : h.off+h.idLen]
+}
+
+func (s *sorter) cmp(a, b *held) int {
+	if a.state != b.state {
+		if a.state < b.state {
+			return -1
+		}
+		return 1
+	}
+	if a.pfx != b.pfx {
+		if a.pfx < b.pfx {
+			return -1
+		}
+		return 1
+	}
+	return bytes.Compare(s.id(a), s.id(b))
+}
+
+// add holds a copy of r.
 func (s *sorter) add(r *rec) error {
-	if len(s.recs) == cap(s.recs) {
-		s.recs = make([]rec, 0, recSlab)
+	n := len(r.id) + len(r.val) + len(r.ttl) + len(r.js)
+	last := len(s.chunks) - 1
+	if last < 0 || cap(s.chunks[last])-len(s.chunks[last]) < n {
+		s.chunks = append(s.chunks, make([]byte, 0, max(min(chunkBytes, s.budget/4), 4<<10, int64(n))))
+		last++
 	}
-	s.recs = append(s.recs, *r)
-	h := &s.recs[len(s.recs)-1]
-	h.id, h.val, h.ttl = s.hold(r.id), s.hold(r.val), s.hold(r.ttl)
-	s.mem = append(s.mem, h)
-	s.memBytes += h.size()
+	c := s.chunks[last]
+	h := held{pfx: prefix64(r.id), state: r.state, chunk: uint32(last), off: uint32(len(c)), idLen: uint32(len(r.id)), meta: uint32(len(s.meta))}
+	c = append(c, r.id...)
+	c = append(c, r.val...)
+	c = append(c, r.ttl...)
+	s.chunks[last] = append(c, r.js...)
+	s.meta = append(s.meta, heldMeta{valLen: uint32(len(r.val)), ttlLen: uint32(len(r.ttl)), jsLen: uint32(len(r.js)),
+		file: r.file, kg: r.kg, offset: r.offset, bpos: r.bpos})
+	if s.inOrder && len(s.held) > 0 && s.cmp(&s.held[len(s.held)-1], &h) > 0 {
+		s.inOrder = false
+	}
+	s.held = append(s.held, h)
+	s.memBytes += heldOverhead + int64(n)
 	if s.memBytes > s.budget {
 		return s.spill()
 	}
 	return nil
 }
 
+// view points r at held entry h's bytes.
+func (s *sorter) view(h *held, r *rec) {
+	m := &s.meta[h.meta]
+	c := s.chunks[h.chunk]
+	o := h.off
+	cut := func(n uint32) []byte {
+		b := c[o : o+n : o+n]
+		o += n
+		if n == 0 {
+			return nil
+		}
+		return b
+	}
+	r.id, r.val, r.ttl, r.js = cut(h.idLen), cut(m.valLen), cut(m.ttlLen), cut(m.jsLen)
+	r.state, r.file, r.kg, r.offset, r.bpos = h.state, m.file, m.kg, m.offset, m.bpos
+}
+
+// maxNaturalRuns bounds the ascending runs sort merges instead of
+// sorting.
+const maxNaturalRuns = 1024
+
+// sort orders the held entries. Entries usually come in a few ascending
+// runs (a RocksDB savepoint writes each state of a key group in key
+// order): when they came in order nothing is done, when in at most
+// maxNaturalRuns runs of 16 entries on average or more these are merged
+// (a k-way merge of ascending runs: n log k comparisons, where a sort of
+// nearly ordered data may move long stretches), else they are sorted.
+func (s *sorter) sort() {
+	if s.inOrder || len(s.held) < 2 {
+		return
+	}
+	var starts []int
+	starts = append(starts, 0)
+	for i := 1; i < len(s.held); i++ {
+		if s.cmp(&s.held[i-1], &s.held[i]) > 0 {
+			starts = append(starts, i)
+			if len(starts) > maxNaturalRuns || len(starts) > len(s.held)/16 {
+				slices.SortFunc(s.held, func(a, b held) int { return s.cmp(&a, &b) })
+				return
+			}
+		}
+	}
+	s.held = s.mergeRuns(starts)
+}
+
+// mergeRuns merges the ascending runs of s.held that start at starts.
+func (s *sorter) mergeRuns(starts []int) []held {
+	type run struct{ i, end int }
+	h := make([]run, len(starts))
+	for k, st := range starts {
+		end := len(s.held)
+		if k+1 < len(starts) {
+			end = starts[k+1]
+		}
+		h[k] = run{st, end}
+	}
+	less := func(a, b run) bool { return s.cmp(&s.held[a.i], &s.held[b.i]) < 0 }
+	down := func(i int) {
+		for {
+			l := 2*i + 1
+			if l >= len(h) {
+				return
+			}
+			if r := l + 1; r < len(h) && less(h[r], h[l]) {
+				l = r
+			}
+			if !less(h[l], h[i]) {
+				return
+			}
+			h[i], h[l] = h[l], h[i]
+			i = l
+		}
+	}
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		down(i)
+	}
+	out := make([]held, 0, len(s.held))
+	for len(h) > 0 {
+		out = append(out, s.held[h[0].i])
+		h[0].i++
+		if h[0].i == h[0].end {
+			h[0] = h[len(h)-1]
+			h = h[:len(h)-1]
+		}
+		if len(h) > 0 {
+			down(0)
+		}
+	}
+	return out
+}
+
 // spill writes the held entries as one sorted run.
 func (s *sorter) spill() error {
-	if len(s.mem) == 0 {
+	if len(s.held) == 0 {
 		return nil
 	}
-	slices.SortFunc(s.mem, recLess)
+	s.sort()
 	f, err := s.sc.newFile()
 	if err != nil {
 		return err
 	}
 	w := bufio.NewWriterSize(f, 64<<10)
 	var buf []byte
-	for _, r := range s.mem {
-		buf = appendRec(buf[:0], r)
+	var r rec
+	for i := range s.held {
+		s.view(&s.held[i], &r)
+		buf = appendRec(buf[:0], &r)
 		if _, err := w.Write(buf); err != nil {
 			f.Close()
 			return fmt.Errorf("statediff: spill: %w", err)
@@ -192,10 +336,8 @@ func (s *sorter) spill() error {
 	if afterSpill != nil {
 		afterSpill(s.sc.Runs)
 	}
-	clear(s.mem)
-	s.mem = s.mem[:0]
-	s.memBytes = 0
-	s.recs, s.slab = nil, nil
+	s.held, s.meta, s.chunks = s.held[:0], s.meta[:0], nil
+	s.memBytes, s.inOrder = 0, true
 	return nil
 }
 
@@ -228,9 +370,8 @@ type recIter interface {
 // spilled, else through a merge of the runs (the held rest spilled too).
 func (s *sorter) sorted() (recIter, error) {
 	if len(s.runs) == 0 {
-		slices.SortFunc(s.mem, recLess)
-		it := &memIter{recs: s.mem}
-		s.mem = nil
+		s.sort()
+		it := &memIter{s: s}
 		return it, nil
 	}
 	if err := s.spill(); err != nil {
@@ -292,17 +433,20 @@ func (s *sorter) bufSize() int {
 	return int(min(max(s.budget/mergeFanIn, 4<<10), 64<<10))
 }
 
+// memIter walks the held entries in order, through three recycled
+// records.
 type memIter struct {
-	recs []*rec
+	s    *sorter
 	i    int
+	ring [3]rec
 }
 
 func (m *memIter) next() (*rec, error) {
-	if m.i >= len(m.recs) {
+	if m.i >= len(m.s.held) {
 		return nil, nil
 	}
-	r := m.recs[m.i]
-	m.recs[m.i] = nil
+	r := &m.ring[m.i%len(m.ring)]
+	m.s.view(&m.s.held[m.i], r)
 	m.i++
 	return r, nil
 }
