@@ -435,7 +435,11 @@ func (d *differ) digestSide(sp *savepoint.Savepoint, op *savepoint.OperatorState
 	var st int32
 	var cur *groupSum
 	curKey := groupKey{-1, -1}
-	so := savepoint.ScanOptions{Operator: id, State: d.o.State, KeyGroupTo: -1, Mode: plan.mode, ReuseValues: true, SkipNative: true}
+	mode := plan.mode
+	if mode == keyed.ModeSplit {
+		mode = keyed.ModeRaw // only the bytes are hashed
+	}
+	so := savepoint.ScanOptions{Operator: id, State: d.o.State, KeyGroupTo: -1, Mode: mode, ReuseValues: true, SkipNative: true}
 	err := sp.WalkKeyed(d.ctx, so, func(e *savepoint.KeyedEntry) error {
 		if e.State != lastMeta {
 			i, err := plan.state(e.State.Name)

@@ -465,9 +465,39 @@ type runReader struct {
 	next int
 }
 
+// uvarint reads a uvarint from the read buffer (binary.ReadUvarint reads
+// byte by byte).
+func (rr *runReader) uvarint() (uint64, error) {
+	b, err := rr.r.Peek(binary.MaxVarintLen64)
+	if len(b) == 0 {
+		if err == nil || err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		return 0, err
+	}
+	v, n := binary.Uvarint(b)
+	switch {
+	case n > 0:
+		rr.r.Discard(n)
+		return v, nil
+	case n < 0:
+		return 0, errors.New("varint overflows 64 bits")
+	}
+	return 0, io.ErrUnexpectedEOF
+}
+
+func (rr *runReader) varint() (int64, error) {
+	u, err := rr.uvarint()
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
+	}
+	return x, err
+}
+
 // field reads one length-prefixed field into dst's memory.
 func (rr *runReader) field(dst []byte, what string) ([]byte, error) {
-	n, err := binary.ReadUvarint(rr.r)
+	n, err := rr.uvarint()
 	if err != nil {
 		return nil, rr.bad(what, err)
 	}
@@ -497,7 +527,7 @@ func (rr *runReader) read() error {
 	if _, err := rr.r.Peek(1); err == io.EOF {
 		return nil
 	}
-	state, err := binary.ReadUvarint(rr.r)
+	state, err := rr.uvarint()
 	if err != nil {
 		return rr.bad("state", err)
 	}
@@ -519,21 +549,21 @@ func (rr *runReader) read() error {
 	if r.js, err = rr.field(r.js, "json"); err != nil {
 		return err
 	}
-	file, err := binary.ReadUvarint(rr.r)
+	file, err := rr.uvarint()
 	if err != nil {
 		return rr.bad("file index", err)
 	}
-	kg, err := binary.ReadUvarint(rr.r)
+	kg, err := rr.uvarint()
 	if err != nil {
 		return rr.bad("key group", err)
 	}
 	if kg > 1<<20 || file > 1<<31 {
 		return rr.bad("key group", fmt.Errorf("key group %d or file index %d out of range", kg, file))
 	}
-	if r.offset, err = binary.ReadVarint(rr.r); err != nil {
+	if r.offset, err = rr.varint(); err != nil {
 		return rr.bad("offset", err)
 	}
-	if r.bpos, err = binary.ReadVarint(rr.r); err != nil {
+	if r.bpos, err = rr.varint(); err != nil {
 		return rr.bad("block position", err)
 	}
 	r.file, r.kg = int32(file), int32(kg)
