@@ -4,18 +4,21 @@ package statediff
 // identity) order, held in memory up to a budget and spilled to sorted run
 // files beyond it, then read back through a k-way merge.
 //
-// A run file is a sequence of records, each
+// A run file is a sequence of records, each nine varints
 //
 //	uvarint state index (into the operator's plan, see opPlan)
-//	uvarint len + identity (composite key bytes without the key-group
-//	              prefix, or the canonical encoding for canonical states;
-//	              see compact.go)
-//	uvarint len + value (the value bytes as written, or the canonical
-//	              encoding without TTL wrappers for canonical states)
-//	uvarint len + TTL timestamps (8 bytes each; canonical states only)
-//	uvarint len + the entry's JSON rendering (canonical states only)
+//	uvarint lengths of the identity, value, TTL and JSON bytes
 //	uvarint file index (into the side's file table), uvarint key group,
 //	zig-zag varint offset, zig-zag varint block position
+//
+// followed by those bytes back to back:
+//
+//	identity  composite key bytes without the key-group prefix, or the
+//	          canonical encoding for canonical states (see compact.go)
+//	value     the value bytes as written, or the canonical encoding
+//	          without TTL wrappers for canonical states
+//	TTL       timestamps, 8 bytes each (canonical states only)
+//	JSON      the entry's rendering (canonical states only)
 //
 // in ascending (state, identity) order. Runs live in one scratch directory
 // per Diff (s3.ScratchPrefix + "diff-*", under Options.TempDir), removed
@@ -348,15 +351,22 @@ func appendBytes(dst, b []byte) []byte {
 
 func appendRec(dst []byte, r *rec) []byte {
 	dst = binary.AppendUvarint(dst, uint64(r.state))
-	dst = appendBytes(dst, r.id)
-	dst = appendBytes(dst, r.val)
-	dst = appendBytes(dst, r.ttl)
-	dst = appendBytes(dst, r.js)
+	dst = binary.AppendUvarint(dst, uint64(len(r.id)))
+	dst = binary.AppendUvarint(dst, uint64(len(r.val)))
+	dst = binary.AppendUvarint(dst, uint64(len(r.ttl)))
+	dst = binary.AppendUvarint(dst, uint64(len(r.js)))
 	dst = binary.AppendUvarint(dst, uint64(r.file))
 	dst = binary.AppendUvarint(dst, uint64(r.kg))
 	dst = binary.AppendVarint(dst, r.offset)
-	return binary.AppendVarint(dst, r.bpos)
+	dst = binary.AppendVarint(dst, r.bpos)
+	dst = append(dst, r.id...)
+	dst = append(dst, r.val...)
+	dst = append(dst, r.ttl...)
+	return append(dst, r.js...)
 }
+
+// recHeaderFields is the number of varints that start a record.
+const recHeaderFields = 9
 
 // recIter yields entries in (state, identity) order; next returns nil at
 // the end. A record returned stays valid until the second next call after
@@ -462,56 +472,8 @@ type runReader struct {
 	name string
 	size int64 // bytes in the file: bounds every length read
 	ring [3]rec
+	bufs [3][]byte
 	next int
-}
-
-// uvarint reads a uvarint from the read buffer (binary.ReadUvarint reads
-// byte by byte).
-func (rr *runReader) uvarint() (uint64, error) {
-	b, err := rr.r.Peek(binary.MaxVarintLen64)
-	if len(b) == 0 {
-		if err == nil || err == io.EOF {
-			err = io.ErrUnexpectedEOF
-		}
-		return 0, err
-	}
-	v, n := binary.Uvarint(b)
-	switch {
-	case n > 0:
-		rr.r.Discard(n)
-		return v, nil
-	case n < 0:
-		return 0, errors.New("varint overflows 64 bits")
-	}
-	return 0, io.ErrUnexpectedEOF
-}
-
-func (rr *runReader) varint() (int64, error) {
-	u, err := rr.uvarint()
-	x := int64(u >> 1)
-	if u&1 != 0 {
-		x = ^x
-	}
-	return x, err
-}
-
-// field reads one length-prefixed field into dst's memory.
-func (rr *runReader) field(dst []byte, what string) ([]byte, error) {
-	n, err := rr.uvarint()
-	if err != nil {
-		return nil, rr.bad(what, err)
-	}
-	if n > maxRecField || int64(n) > rr.size {
-		return nil, rr.bad(what, fmt.Errorf("length %d", n))
-	}
-	if n == 0 {
-		return dst[:0], nil
-	}
-	b := slices.Grow(dst[:0], int(n))[:n]
-	if _, err := io.ReadFull(rr.r, b); err != nil {
-		return nil, rr.bad(what, err)
-	}
-	return b, nil
 }
 
 func (rr *runReader) bad(what string, err error) error {
@@ -521,54 +483,74 @@ func (rr *runReader) bad(what string, err error) error {
 	return fmt.Errorf("statediff: spill file %s: %s: %w", rr.name, what, err)
 }
 
-// read loads the next record into rr.cur (nil at the end).
+// read loads the next record into rr.cur (nil at the end): its varints
+// parsed from the read buffer, its bytes read in one piece.
 func (rr *runReader) read() error {
 	rr.cur = nil
-	if _, err := rr.r.Peek(1); err == io.EOF {
-		return nil
+	hdr, err := rr.r.Peek(recHeaderFields * binary.MaxVarintLen64)
+	if len(hdr) == 0 {
+		if err == io.EOF {
+			return nil
+		}
+		return rr.bad("record", err)
 	}
-	state, err := rr.uvarint()
-	if err != nil {
-		return rr.bad("state", err)
+	var v [recHeaderFields]uint64
+	p := 0
+	for i := range v {
+		x, n := binary.Uvarint(hdr[p:])
+		if n == 0 {
+			return rr.bad("record header", io.ErrUnexpectedEOF)
+		}
+		if n < 0 {
+			return rr.bad("record header", errors.New("varint overflows 64 bits"))
+		}
+		v[i], p = x, p+n
 	}
-	if state > 1<<31-1 {
-		return rr.bad("state", fmt.Errorf("state index %d out of range", state))
+	rr.r.Discard(p)
+	state, file, kg := v[0], v[5], v[6]
+	if state > 1<<31-1 || file > 1<<31-1 || kg > 1<<20 {
+		return rr.bad("record header", fmt.Errorf("state %d, file index %d or key group %d out of range", state, file, kg))
 	}
-	r := &rr.ring[rr.next]
+	var total uint64
+	for _, n := range v[1:5] {
+		if n > maxRecField || int64(n) > rr.size {
+			return rr.bad("record header", fmt.Errorf("length %d", n))
+		}
+		total += n
+	}
+	if int64(total) > rr.size {
+		return rr.bad("record header", fmt.Errorf("record of %d bytes in a file of %d", total, rr.size))
+	}
+	slot := rr.next
 	rr.next = (rr.next + 1) % len(rr.ring)
-	r.state = int32(state)
-	if r.id, err = rr.field(r.id, "identity"); err != nil {
-		return err
+	buf := slices.Grow(rr.bufs[slot][:0], int(total))[:total]
+	rr.bufs[slot] = buf
+	if _, err := io.ReadFull(rr.r, buf); err != nil {
+		return rr.bad("record", err)
 	}
-	if r.val, err = rr.field(r.val, "value"); err != nil {
-		return err
+	r := &rr.ring[slot]
+	cut := func(n uint64) []byte {
+		if n == 0 {
+			return nil
+		}
+		b := buf[:n:n]
+		buf = buf[n:]
+		return b
 	}
-	if r.ttl, err = rr.field(r.ttl, "ttl"); err != nil {
-		return err
-	}
-	if r.js, err = rr.field(r.js, "json"); err != nil {
-		return err
-	}
-	file, err := rr.uvarint()
-	if err != nil {
-		return rr.bad("file index", err)
-	}
-	kg, err := rr.uvarint()
-	if err != nil {
-		return rr.bad("key group", err)
-	}
-	if kg > 1<<20 || file > 1<<31 {
-		return rr.bad("key group", fmt.Errorf("key group %d or file index %d out of range", kg, file))
-	}
-	if r.offset, err = rr.varint(); err != nil {
-		return rr.bad("offset", err)
-	}
-	if r.bpos, err = rr.varint(); err != nil {
-		return rr.bad("block position", err)
-	}
-	r.file, r.kg = int32(file), int32(kg)
+	r.id, r.val, r.ttl, r.js = cut(v[1]), cut(v[2]), cut(v[3]), cut(v[4])
+	r.state, r.file, r.kg = int32(state), int32(file), int32(kg)
+	r.offset, r.bpos = unzigzag(v[7]), unzigzag(v[8])
 	rr.cur = r
 	return nil
+}
+
+// unzigzag undoes the zig-zag encoding of binary.AppendVarint.
+func unzigzag(u uint64) int64 {
+	x := int64(u >> 1)
+	if u&1 != 0 {
+		x = ^x
+	}
+	return x
 }
 
 // mergeIter is a k-way merge of run files.
