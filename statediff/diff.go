@@ -4,25 +4,35 @@
 // different value (changed) or only a different TTL timestamp (TTL
 // changes, reported apart).
 //
-// Entries are matched by their decoded identity — key, namespace and, for
-// MAP states, user key; the whole element for timers — never by key group
-// or file, so the snapshots may differ in format (Flink with either
-// backend, sfstate's writers), parallelism and max parallelism. Values are
-// compared in the canonical encoding of savepoint/digest (equal logical
-// values compare equal whatever bytes they were decoded from).
+// Entries are matched by their identity — key, namespace and, for MAP
+// states, user key; the whole element for timers — never by key group or
+// file, so the snapshots may differ in format (Flink with either backend,
+// sfstate's writers), parallelism and max parallelism. Where a state's
+// serializers are the same on both sides (the usual case) entries are
+// compared by the bytes those serializers wrote: the identity is the
+// composite key without its key-group prefix, the value its serialized
+// bytes, the TTL timestamp cut out of them; only values whose bytes
+// differ and whose serializers may write one value in several ways (rows,
+// POJOs, Kryo, maps, TTL list elements) are decoded and compared in the
+// canonical encoding of savepoint/digest, so equal logical values compare
+// equal whatever bytes they were written as. A state whose serializers
+// differ between the sides is compared by decoded values throughout, and a
+// note says so. JSON is rendered only for the examples kept (see
+// compact.go).
 //
 // Each comparison is a sort-merge: both sides' entries are sorted by state
 // and identity and the two sorted streams are walked together once. When
-// an operator has the same max parallelism on both sides, the per-key-group
-// digests of savepoint/digest are computed first and only key groups whose
-// digests differ are read again, a bounded number of key groups per pass;
-// otherwise one pass reads every entry. Memory is bounded by
-// Options.MemoryBytes (half per side): entries beyond it are sorted into
-// runs spilled to a scratch directory (s3.ScratchPrefix + "diff-*" under
-// Options.TempDir) and read back through a k-way merge (see spill.go), so
-// one huge key group or a huge operator needs disk, not memory, and gives
-// the same result as in memory. The scratch directory is removed when
-// Diff returns, also on errors and cancellation.
+// an operator has the same max parallelism on both sides, per-key-group
+// digests (a seeded hash of every entry's bytes, summed per state and key
+// group) are computed first and only key groups whose digests differ are
+// read again, a bounded number of key groups per pass; otherwise one pass
+// reads every entry. Memory is bounded by Options.MemoryBytes (half per
+// side): entries beyond it are sorted into runs spilled to a scratch
+// directory (s3.ScratchPrefix + "diff-*" under Options.TempDir) and read
+// back through a k-way merge (see spill.go), so one huge key group or a
+// huge operator needs disk, not memory, and gives the same result as in
+// memory. The scratch directory is removed when Diff returns, also on
+// errors and cancellation.
 package statediff
 
 import (
@@ -62,9 +72,10 @@ type Options struct {
 	Limit int
 	// IgnoreTTL leaves TTL-only changes out.
 	IgnoreTTL bool
-	// MemoryBytes bounds the decoded entries held in memory, half per
-	// side (DefaultMemoryBytes when 0); beyond it sorted runs are spilled
-	// to disk.
+	// MemoryBytes bounds the entries held in memory (their serialized
+	// bytes and about 110 bytes of bookkeeping each), half per side
+	// (DefaultMemoryBytes when 0); beyond it sorted runs are spilled to
+	// disk.
 	MemoryBytes int64
 	// TempDir is where the spill directory is created ("" =
 	// os.TempDir()).
@@ -81,7 +92,9 @@ type Result struct {
 	// (native layouts); Notes say which.
 	Incomplete bool         `json:"incomplete,omitempty"`
 	States     []*StateDiff `json:"states"`
-	Notes      []string     `json:"notes,omitempty"`
+	// Notes name the operators not compared and the states compared by
+	// decoded values because their serializers differ between the sides.
+	Notes []string `json:"notes,omitempty"`
 	// SpilledBytes and SpilledRuns count the sorted runs written to disk
 	// (0 when everything fit into Options.MemoryBytes).
 	SpilledBytes int64 `json:"spilledBytes,omitempty,string"`
