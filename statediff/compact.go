@@ -189,7 +189,7 @@ func valuePlan(s *statePlan, m *keyed.StateMeta) {
 // per state how it is compared.
 func (d *differ) planOperator(p opPair) (*opPlan, error) {
 	plan := &opPlan{idx: map[string]int32{}, mode: keyed.ModeSplit}
-	differ := map[string]bool{}
+	mismatch := map[string]bool{}
 	var sig []byte
 	for _, x := range []struct {
 		sp *savepoint.Savepoint
@@ -222,7 +222,7 @@ func (d *differ) planOperator(p opPair) (*opPlan, error) {
 						continue
 					}
 					if !bytes.Equal(plan.states[i].sig, sig) {
-						differ[m.Name] = true
+						mismatch[m.Name] = true
 					}
 				}
 			case *savepoint.ChangelogHandle:
@@ -243,7 +243,7 @@ func (d *differ) planOperator(p opPair) (*opPlan, error) {
 		return plan, nil
 	}
 	for _, s := range plan.states {
-		if differ[s.name] {
+		if mismatch[s.name] {
 			s.canonical = true
 			plan.mode = keyed.ModeDecode
 			d.notes = append(d.notes, fmt.Sprintf("operator %s state %q: the serializers differ between the snapshots, entries compared by their decoded values", p.id, s.name))

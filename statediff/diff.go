@@ -444,8 +444,8 @@ func (d *differ) merge(op string, plan *opPlan, ia, ib recIter, xa, xb *side) er
 		if err != nil || r == nil {
 			return nil, err
 		}
-		if int(r.state) >= len(plan.states) {
-			return nil, fmt.Errorf("statediff: spilled entry of unknown state %d", r.state)
+		if int(r.state) >= len(plan.states) || int(r.file) >= len(x.files) {
+			return nil, fmt.Errorf("statediff: spilled entry of unknown state %d or file %d", r.state, r.file)
 		}
 		if *prev != nil && recLess(*prev, r) == 0 {
 			return nil, &keyed.Error{File: x.files[r.file], KeyGroup: int(r.kg), Offset: r.offset, BlockPos: r.bpos,
