@@ -4,25 +4,35 @@
 // different value (changed) or only a different TTL timestamp (TTL
 // changes, reported apart).
 //
-// Entries are matched by their decoded identity — key, namespace and, for
-// MAP states, user key; the whole element for timers — never by key group
-// or file, so the snapshots may differ in format (Flink with either
-// backend, sfstate's writers), parallelism and max parallelism. Values are
-// compared in the canonical encoding of savepoint/digest (equal logical
-// values compare equal whatever bytes they were decoded from).
+// Entries are matched by their identity — key, namespace and, for MAP
+// states, user key; the whole element for timers — never by key group or
+// file, so the snapshots may differ in format (Flink with either backend,
+// sfstate's writers), parallelism and max parallelism. Where a state's
+// serializers are the same on both sides (the usual case) entries are
+// compared by the bytes those serializers wrote: the identity is the
+// composite key without its key-group prefix, the value its serialized
+// bytes, the TTL timestamp cut out of them; only values whose bytes
+// differ and whose serializers may write one value in several ways (rows,
+// POJOs, Kryo, maps, TTL list elements) are decoded and compared in the
+// canonical encoding of savepoint/digest, so equal logical values compare
+// equal whatever bytes they were written as. A state whose serializers
+// differ between the sides is compared by decoded values throughout, and a
+// note says so. JSON is rendered only for the examples kept (see
+// compact.go).
 //
 // Each comparison is a sort-merge: both sides' entries are sorted by state
 // and identity and the two sorted streams are walked together once. When
-// an operator has the same max parallelism on both sides, the per-key-group
-// digests of savepoint/digest are computed first and only key groups whose
-// digests differ are read again, a bounded number of key groups per pass;
-// otherwise one pass reads every entry. Memory is bounded by
-// Options.MemoryBytes (half per side): entries beyond it are sorted into
-// runs spilled to a scratch directory (s3.ScratchPrefix + "diff-*" under
-// Options.TempDir) and read back through a k-way merge (see spill.go), so
-// one huge key group or a huge operator needs disk, not memory, and gives
-// the same result as in memory. The scratch directory is removed when
-// Diff returns, also on errors and cancellation.
+// an operator has the same max parallelism on both sides, per-key-group
+// digests (a seeded hash of every entry's bytes, summed per state and key
+// group) are computed first and only key groups whose digests differ are
+// read again, a bounded number of key groups per pass; otherwise one pass
+// reads every entry. Memory is bounded by Options.MemoryBytes (half per
+// side): entries beyond it are sorted into runs spilled to a scratch
+// directory (s3.ScratchPrefix + "diff-*" under Options.TempDir) and read
+// back through a k-way merge (see spill.go), so one huge key group or a
+// huge operator needs disk, not memory, and gives the same result as in
+// memory. The scratch directory is removed when Diff returns, also on
+// errors and cancellation.
 package statediff
 
 import (
@@ -31,6 +41,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"sort"
 
 	"github.com/sfstate/sfstate/s3"
@@ -61,9 +72,10 @@ type Options struct {
 	Limit int
 	// IgnoreTTL leaves TTL-only changes out.
 	IgnoreTTL bool
-	// MemoryBytes bounds the decoded entries held in memory, half per
-	// side (DefaultMemoryBytes when 0); beyond it sorted runs are spilled
-	// to disk.
+	// MemoryBytes bounds the entries held in memory (their serialized
+	// bytes and about 110 bytes of bookkeeping each), half per side
+	// (DefaultMemoryBytes when 0); beyond it sorted runs are spilled to
+	// disk.
 	MemoryBytes int64
 	// TempDir is where the spill directory is created ("" =
 	// os.TempDir()).
@@ -80,7 +92,9 @@ type Result struct {
 	// (native layouts); Notes say which.
 	Incomplete bool         `json:"incomplete,omitempty"`
 	States     []*StateDiff `json:"states"`
-	Notes      []string     `json:"notes,omitempty"`
+	// Notes name the operators not compared and the states compared by
+	// decoded values because their serializers differ between the sides.
+	Notes []string `json:"notes,omitempty"`
 	// SpilledBytes and SpilledRuns count the sorted runs written to disk
 	// (0 when everything fit into Options.MemoryBytes).
 	SpilledBytes int64 `json:"spilledBytes,omitempty,string"`
@@ -131,7 +145,8 @@ func Diff(ctx context.Context, a, b *savepoint.Savepoint, o Options) (res *Resul
 	if o.MemoryBytes <= 0 {
 		o.MemoryBytes = DefaultMemoryBytes
 	}
-	d := &differ{ctx: ctx, a: a, b: b, o: o, states: map[stateKey]*StateDiff{}, scratch: &scratch{parent: o.TempDir}}
+	d := &differ{ctx: ctx, a: a, b: b, o: o, states: map[stateKey]*StateDiff{}, scratch: &scratch{parent: o.TempDir},
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
 	defer func() {
 		if rerr := d.scratch.remove(); rerr != nil && err == nil {
 			res, err = nil, fmt.Errorf("statediff: remove spill directory: %w", rerr)
@@ -146,7 +161,7 @@ func Diff(ctx context.Context, a, b *savepoint.Savepoint, o Options) (res *Resul
 			return nil, err
 		}
 	}
-	res = &Result{Equal: true, Notes: d.notes, Incomplete: len(d.notes) > 0, SpilledBytes: d.scratch.Bytes, SpilledRuns: d.scratch.Runs}
+	res = &Result{Equal: true, Notes: d.notes, Incomplete: d.incomplete, SpilledBytes: d.scratch.Bytes, SpilledRuns: d.scratch.Runs}
 	for _, s := range d.states {
 		res.States = append(res.States, s)
 		if s.Differs() {
@@ -170,7 +185,11 @@ type differ struct {
 	scratch *scratch
 	states  map[stateKey]*StateDiff
 	notes   []string
-	sums    map[*savepoint.Savepoint]*savepoint.Summary
+	// incomplete: some keyed state was not compared (notes say which).
+	incomplete bool
+	sums       map[*savepoint.Savepoint]*savepoint.Summary
+	// seeds of the key-group digests (one Diff hashes both sides).
+	seeds [2]maphash.Seed
 }
 
 // opPair is one operator id with its state on each side (nil = absent).
@@ -272,84 +291,93 @@ func (d *differ) operator(p opPair) error {
 	}{{d.a, p.a}, {d.b, p.b}} {
 		if s := d.summaryOf(x.sp, x.op); s != nil && s.KeyedLayout == savepoint.LayoutNativeRocksDB {
 			d.notes = append(d.notes, fmt.Sprintf("operator %s in %s: keyed state in the RocksDB native layout is not compared", p.id, x.sp.Name()))
+			d.incomplete = true
 			return nil
 		}
 		if s := d.summaryOf(x.sp, x.op); s != nil && s.KeyedLayout == savepoint.LayoutNativeHeap && x.sp.FormatType() == savepoint.FormatNative {
 			d.notes = append(d.notes, fmt.Sprintf("operator %s in %s: keyed state in the heap backend's native layout is not compared", p.id, x.sp.Name()))
+			d.incomplete = true
 			return nil
 		}
 	}
+	plan, err := d.planOperator(p)
+	if err != nil {
+		return err
+	}
 	if p.a != nil && p.b != nil && p.a.MaxParallelism == p.b.MaxParallelism && !d.o.NoDigest {
-		return d.byKeyGroups(p)
+		return d.byKeyGroups(p, plan)
 	}
 	// One pass over everything; the sorters spill what does not fit.
-	return d.pass(p, 0, -1, nil)
+	return d.pass(p, plan, 0, -1, nil)
 }
 
 // byKeyGroups is the digest path: equal key groups are skipped, the others
 // compared a few at a time.
-func (d *differ) byKeyGroups(p opPair) error {
-	da, err := digest.Compute(d.ctx, d.a, digest.Options{Operator: p.id, State: d.o.State, SkipNative: true})
+func (d *differ) byKeyGroups(p opPair, plan *opPlan) error {
+	da, err := d.digestSide(d.a, p.a, p.id, plan)
 	if err != nil {
 		return err
 	}
-	db, err := digest.Compute(d.ctx, d.b, digest.Options{Operator: p.id, State: d.o.State, SkipNative: true})
+	db, err := d.digestSide(d.b, p.b, p.id, plan)
 	if err != nil {
 		return err
 	}
-	if len(da.Groups) == 0 && len(db.Groups) == 0 && (d.keyedBytes(d.a, p.a) > 0 || d.keyedBytes(d.b, p.b) > 0) {
+	if len(da) == 0 && len(db) == 0 && (d.keyedBytes(d.a, p.a) > 0 || d.keyedBytes(d.b, p.b) > 0) {
 		// Nothing decoded although there is keyed data: a native layout
 		// the digest skipped; the entry walk reports it.
-		return d.pass(p, 0, -1, nil)
+		return d.pass(p, plan, 0, -1, nil)
 	}
-	type kgState struct{ equal, any bool }
-	kgs := map[int]*kgState{}
-	note := func(k digest.GroupKey, equal bool) {
-		s := kgs[k.KeyGroup]
-		if s == nil {
-			s = &kgState{equal: true}
-			kgs[k.KeyGroup] = s
+	differs := map[int32]bool{} // key group -> some state differs
+	for k, ga := range da {
+		gb := db[k]
+		if gb == nil || *ga != *gb {
+			differs[k.kg] = true
+		} else if !differs[k.kg] {
+			differs[k.kg] = false
 		}
-		s.any = true
-		if !equal {
-			s.equal = false
-		}
+		d.state(p.id, plan.states[k.state].name).EntriesA += ga.n
 	}
-	for k, ga := range da.Groups {
-		gb := db.Groups[k]
-		note(k, gb != nil && *ga == *gb)
-		sd := d.state(p.id, k.State)
-		sd.EntriesA += ga.Entries
-	}
-	for k, gb := range db.Groups {
-		if da.Groups[k] == nil {
-			note(k, false)
+	for k, gb := range db {
+		if da[k] == nil {
+			differs[k.kg] = true
+		} else if !differs[k.kg] {
+			differs[k.kg] = false
 		}
-		d.state(p.id, k.State).EntriesB += gb.Entries
+		d.state(p.id, plan.states[k.state].name).EntriesB += gb.n
+	}
+	for k := range da {
+		if !differs[k.kg] {
+			d.state(p.id, plan.states[k.state].name).KeyGroupsSkipped++
+		}
 	}
 	var differing []int
-	for kg, s := range kgs {
-		if s.equal {
-			for k := range da.Groups {
-				if k.KeyGroup == kg {
-					d.state(p.id, k.State).KeyGroupsSkipped++
-				}
-			}
-			continue
+	for kg, diff := range differs {
+		if diff {
+			differing = append(differing, int(kg))
 		}
-		differing = append(differing, kg)
 	}
 	sort.Ints(differing)
+	maxP := max(p.a.MaxParallelism, p.b.MaxParallelism)
 	for len(differing) > 0 {
 		n := min(len(differing), kgPerPass)
 		chunk := differing[:n]
 		differing = differing[n:]
-		set := map[int]bool{}
+		keep := make([]bool, maxP)
 		for _, kg := range chunk {
-			set[kg] = true
+			if kg >= 0 && kg < len(keep) {
+				keep[kg] = true
+			}
 		}
-		keep := func(kg int, _ []byte) bool { return set[kg] }
-		if err := d.passCounted(p, chunk[0], chunk[n-1], keep, false); err != nil {
+		// The digests tell how many entries each side will hold.
+		var hint [2]int64
+		for i, dg := range []map[groupKey]*groupSum{da, db} {
+			for k, g := range dg {
+				if int(k.kg) < len(keep) && keep[k.kg] {
+					hint[i] += g.n
+				}
+			}
+		}
+		if err := d.passCounted(p, plan, chunk[0], chunk[n-1], keep, false, hint); err != nil {
 			return err
 		}
 	}
@@ -366,21 +394,23 @@ func (d *differ) state(op, state string) *StateDiff {
 	return s
 }
 
-func (d *differ) pass(p opPair, from, to int, keep func(kg int, id []byte) bool) error {
-	return d.passCounted(p, from, to, keep, true)
+func (d *differ) pass(p opPair, plan *opPlan, from, to int, keep []bool) error {
+	return d.passCounted(p, plan, from, to, keep, true, [2]int64{})
 }
 
-// passCounted reads the entries keep selects (nil: all) from both sides,
-// sorts each side by state and identity (spilling sorted runs to disk
-// beyond half of Options.MemoryBytes per side) and compares the two
-// sorted streams in one merge. count adds the entries read to
-// EntriesA/EntriesB.
-func (d *differ) passCounted(p opPair, from, to int, keep func(kg int, id []byte) bool, count bool) error {
-	sa, err := d.collect(d.a, p.a, p.id, from, to, keep, count, true)
+// passCounted reads the entries of the key groups keep selects (nil: all)
+// from both sides, sorts each side by state and identity (spilling sorted
+// runs to disk beyond half of Options.MemoryBytes per side) and compares
+// the two sorted streams in one merge. count adds the entries read to
+// EntriesA/EntriesB; hint is the number of entries expected on each side
+// (0: unknown).
+func (d *differ) passCounted(p opPair, plan *opPlan, from, to int, keep []bool, count bool, hint [2]int64) error {
+	xa, xb := newSide(p.a), newSide(p.b)
+	sa, err := d.collect(d.a, p.a, p.id, plan, xa, from, to, keep, count, true, hint[0])
 	if err != nil {
 		return err
 	}
-	sb, err := d.collect(d.b, p.b, p.id, from, to, keep, count, false)
+	sb, err := d.collect(d.b, p.b, p.id, plan, xb, from, to, keep, count, false, hint[1])
 	if err != nil {
 		return err
 	}
@@ -394,42 +424,45 @@ func (d *differ) passCounted(p opPair, from, to int, keep func(kg int, id []byte
 		return err
 	}
 	defer ib.close()
-	return d.merge(p.id, ia, ib, sa, sb)
+	return d.merge(p.id, plan, ia, ib, xa, xb)
 }
 
 // merge compares two sorted streams of one operator's entries. Both are
 // in (state, identity) order, so the examples come out in that order,
 // whether the streams were held in memory or merged from spilled runs.
-func (d *differ) merge(op string, ia, ib recIter, sa, sb *sorter) error {
-	var lastState string
-	var sd *StateDiff
-	stateOf := func(name string) *StateDiff {
-		if sd == nil || name != lastState {
-			sd, lastState = d.state(op, name), name
+func (d *differ) merge(op string, plan *opPlan, ia, ib recIter, xa, xb *side) error {
+	sds := make([]*StateDiff, len(plan.states))
+	stateOf := func(i int32) *StateDiff {
+		if sds[i] == nil {
+			sds[i] = d.state(op, plan.states[i].name)
 		}
-		return sd
+		return sds[i]
 	}
 	var prevA, prevB *rec
-	next := func(it recIter, s *sorter, prev **rec) (*rec, error) {
+	next := func(it recIter, x *side, prev **rec) (*rec, error) {
 		r, err := it.next()
 		if err != nil || r == nil {
 			return nil, err
 		}
+		if int(r.state) >= len(plan.states) || int(r.file) >= len(x.files) {
+			return nil, fmt.Errorf("statediff: spilled entry of unknown state %d or file %d", r.state, r.file)
+		}
 		if *prev != nil && recLess(*prev, r) == 0 {
-			return nil, &keyed.Error{File: s.files[r.file], KeyGroup: r.kg, Offset: r.offset, BlockPos: r.bpos,
-				Err: fmt.Errorf("state %q holds the same key twice", r.state)}
+			return nil, &keyed.Error{File: x.files[r.file], KeyGroup: int(r.kg), Offset: r.offset, BlockPos: r.bpos,
+				Err: fmt.Errorf("state %q holds the same key twice", plan.states[r.state].name)}
 		}
 		*prev = r
 		return r, nil
 	}
-	ra, err := next(ia, sa, &prevA)
+	ra, err := next(ia, xa, &prevA)
 	if err != nil {
 		return err
 	}
-	rb, err := next(ib, sb, &prevB)
+	rb, err := next(ib, xb, &prevB)
 	if err != nil {
 		return err
 	}
+	limit := d.o.Limit
 	for n := 0; ra != nil || rb != nil; n++ {
 		if n%4096 == 0 {
 			if err := d.ctx.Err(); err != nil {
@@ -449,37 +482,60 @@ func (d *differ) merge(op string, ia, ib recIter, sa, sb *sorter) error {
 		case c < 0:
 			s := stateOf(ra.state)
 			s.Removed++
-			if len(s.RemovedExamples) < d.o.Limit {
-				s.RemovedExamples = append(s.RemovedExamples, ra.js)
+			if len(s.RemovedExamples) < limit {
+				js, err := xa.render(plan.states[ra.state], ra)
+				if err != nil {
+					return err
+				}
+				s.RemovedExamples = append(s.RemovedExamples, js)
 			}
 		case c > 0:
 			s := stateOf(rb.state)
 			s.Added++
-			if len(s.AddedExamples) < d.o.Limit {
-				s.AddedExamples = append(s.AddedExamples, rb.js)
+			if len(s.AddedExamples) < limit {
+				js, err := xb.render(plan.states[rb.state], rb)
+				if err != nil {
+					return err
+				}
+				s.AddedExamples = append(s.AddedExamples, js)
 			}
 		default:
+			sp := plan.states[ra.state]
+			what, err := d.compare(sp, ra, rb, xa, xb)
+			if err != nil {
+				return err
+			}
+			var ex *[]Change
 			s := stateOf(ra.state)
-			switch {
-			case !bytes.Equal(ra.val, rb.val):
+			switch what {
+			case changed:
 				s.Changed++
-				if len(s.ChangedExamples) < d.o.Limit {
-					s.ChangedExamples = append(s.ChangedExamples, Change{Before: ra.js, After: rb.js})
+				ex = &s.ChangedExamples
+			case ttlOnly:
+				if !d.o.IgnoreTTL {
+					s.TTLChanged++
+					ex = &s.TTLChangedExamples
 				}
-			case !d.o.IgnoreTTL && !bytes.Equal(ra.ttl, rb.ttl):
-				s.TTLChanged++
-				if len(s.TTLChangedExamples) < d.o.Limit {
-					s.TTLChangedExamples = append(s.TTLChangedExamples, Change{Before: ra.js, After: rb.js})
+			}
+			if ex != nil && len(*ex) < limit {
+				before, err := xa.render(sp, ra)
+				if err != nil {
+					return err
 				}
+				after, err := xb.render(sp, rb)
+				if err != nil {
+					return err
+				}
+				*ex = append(*ex, Change{Before: before, After: after})
 			}
 		}
 		if c <= 0 {
-			if ra, err = next(ia, sa, &prevA); err != nil {
+			if ra, err = next(ia, xa, &prevA); err != nil {
 				return err
 			}
 		}
 		if c >= 0 {
-			if rb, err = next(ib, sb, &prevB); err != nil {
+			if rb, err = next(ib, xb, &prevB); err != nil {
 				return err
 			}
 		}
@@ -487,43 +543,94 @@ func (d *differ) merge(op string, ia, ib recIter, sa, sb *sorter) error {
 	return nil
 }
 
+// compare classifies two entries of one identity: same, changed or
+// ttlOnly.
+func (d *differ) compare(sp *statePlan, ra, rb *rec, xa, xb *side) (int, error) {
+	if sp.canonical {
+		switch {
+		case !bytes.Equal(ra.val, rb.val):
+			return changed, nil
+		case !bytes.Equal(ra.ttl, rb.ttl):
+			return ttlOnly, nil
+		}
+		return same, nil
+	}
+	return valueDiff(sp, ra.val, rb.val, func() (int, error) {
+		va, ta, err := xa.canonicalValue(sp, ra)
+		if err != nil {
+			return 0, err
+		}
+		vb, tb, err := xb.canonicalValue(sp, rb)
+		if err != nil {
+			return 0, err
+		}
+		switch {
+		case !bytes.Equal(va, vb):
+			return changed, nil
+		case !bytes.Equal(ta, tb):
+			return ttlOnly, nil
+		}
+		return same, nil
+	})
+}
+
 // collect reads the selected entries of op (nil: none) in one snapshot
 // into a sorter holding at most half of Options.MemoryBytes.
-func (d *differ) collect(sp *savepoint.Savepoint, op *savepoint.OperatorState, id string, from, to int, keep func(kg int, id []byte) bool, count, first bool) (*sorter, error) {
-	out := newSorter(d.scratch, d.o.MemoryBytes/2)
+func (d *differ) collect(sp *savepoint.Savepoint, op *savepoint.OperatorState, id string, plan *opPlan, x *side, from, to int, keep []bool, count, first bool, hint int64) (*sorter, error) {
+	out := newSorter(d.scratch, d.o.MemoryBytes/2, x)
+	out.reserve(hint)
 	if op == nil {
 		return out, nil
 	}
-	so := savepoint.ScanOptions{Operator: id, State: d.o.State, KeyGroupFrom: from, KeyGroupTo: to, Mode: keyed.ModeDecode, ReuseValues: true}
-	var idb []byte
-	var lastName string
+	prefix := keyed.KeyGroupPrefixBytes(int(op.MaxParallelism))
+	so := savepoint.ScanOptions{Operator: id, State: d.o.State, KeyGroupFrom: from, KeyGroupTo: to, Mode: plan.mode, ReuseValues: true}
+	var lastMeta *keyed.StateMeta
+	var st int32
+	var sp1 *statePlan
 	var sd *StateDiff
+	var r rec
 	err := sp.WalkKeyed(d.ctx, so, func(e *savepoint.KeyedEntry) error {
-		idb = identity(idb[:0], e)
-		if keep != nil && !keep(e.KeyGroup, idb) {
+		if keep != nil && (e.KeyGroup < 0 || e.KeyGroup >= len(keep) || !keep[e.KeyGroup]) {
 			return nil
 		}
-		if count {
-			if sd == nil || e.State.Name != lastName {
-				sd, lastName = d.state(id, e.State.Name), e.State.Name
+		if e.State != lastMeta {
+			i, err := plan.state(e.State.Name)
+			if err != nil {
+				return err
 			}
+			st, sp1, lastMeta = i, plan.states[i], e.State
+			if count {
+				sd = d.state(id, sp1.name)
+			}
+		}
+		if count {
 			if first {
 				sd.EntriesA++
 			} else {
 				sd.EntriesB++
 			}
 		}
-		val, ttl := valueOf(e)
-		js, err := EntryJSON(e)
-		if err != nil {
-			return err
+		r = rec{state: st, file: int32(x.fileIndex(e.File, e.Header)), kg: int32(e.KeyGroup), offset: e.Offset, bpos: e.BlockPos}
+		if sp1.canonical {
+			js, err := EntryJSON(e)
+			if err != nil {
+				return err
+			}
+			r.id = identity(nil, e)
+			r.val, r.ttl = valueOf(e)
+			r.js = js
+		} else {
+			if len(e.KeyBytes) < prefix {
+				return fmt.Errorf("statediff: %s: key group %d: key shorter than its key-group prefix", e.File, e.KeyGroup)
+			}
+			r.id, r.val = e.KeyBytes[prefix:], e.ValueBytes
 		}
-		return out.add(&rec{state: e.State.Name, id: bytes.Clone(idb), val: val, ttl: ttl, js: js,
-			file: out.fileIndex(e.File), kg: e.KeyGroup, offset: e.Offset, bpos: e.BlockPos})
+		return out.add(&r)
 	})
 	if errors.Is(err, savepoint.ErrNativeLayout) {
 		d.notes = append(d.notes, fmt.Sprintf("operator %s in %s: keyed state in a native layout is not compared", id, sp.Name()))
-		return newSorter(d.scratch, d.o.MemoryBytes/2), nil
+		d.incomplete = true
+		return newSorter(d.scratch, d.o.MemoryBytes/2, x), nil
 	}
 	return out, err
 }

@@ -258,8 +258,11 @@ func TestDiffSpillRemovedOnErrorAndCancel(t *testing.T) {
 
 // BenchmarkDiffHugeKeyGroup compares two savepoints with 500,000 entries
 // in one key group (SFSTATE_DIFF_BENCH_KEYS overrides), in memory and with
-// a 16 MiB budget (spilling). Run one sub-benchmark per process to read
-// its peak RSS:
+// a 16 MiB budget (spilling), through the digest path (both sides have
+// the same max parallelism) and with NoDigest (one pass over everything).
+// cpu-ns/entry is the process CPU time (all goroutines, GC included) per
+// entry of A and B. Run one sub-benchmark per process to read its peak
+// RSS:
 //
 //	go test ./statediff -run x -bench 'HugeKeyGroup/spill' -benchtime 3x
 func BenchmarkDiffHugeKeyGroup(b *testing.B) {
@@ -278,14 +281,16 @@ func BenchmarkDiffHugeKeyGroup(b *testing.B) {
 	}
 	sa, sb := open(da), open(db)
 	for _, c := range []struct {
-		name   string
-		budget int64
-	}{{"memory", 8 << 30}, {"spill-16MiB", 16 << 20}} {
+		name     string
+		budget   int64
+		noDigest bool
+	}{{"memory", 8 << 30, false}, {"spill-16MiB", 16 << 20, false}, {"memory-nodigest", 8 << 30, true}, {"spill-16MiB-nodigest", 16 << 20, true}} {
 		b.Run(c.name, func(b *testing.B) {
 			var r *Result
+			cpu0 := cpuTime()
 			for i := 0; i < b.N; i++ {
 				var err error
-				r, err = Diff(context.Background(), sa, sb, Options{MemoryBytes: c.budget, TempDir: b.TempDir()})
+				r, err = Diff(context.Background(), sa, sb, Options{MemoryBytes: c.budget, TempDir: b.TempDir(), NoDigest: c.noDigest})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -294,7 +299,9 @@ func BenchmarkDiffHugeKeyGroup(b *testing.B) {
 			for _, s := range r.States {
 				entries += s.EntriesA + s.EntriesB
 			}
+			cpu := cpuTime() - cpu0
 			b.ReportMetric(float64(entries)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+			b.ReportMetric(float64(cpu.Nanoseconds())/float64(entries)/float64(b.N), "cpu-ns/entry")
 			b.ReportMetric(float64(r.SpilledRuns), "runs")
 			b.ReportMetric(float64(r.SpilledBytes)/(1<<20), "spilled-MiB")
 			b.ReportMetric(float64(maxRSS())/(1<<20), "maxrss-MiB")
@@ -307,8 +314,8 @@ func BenchmarkDiffHugeKeyGroup(b *testing.B) {
 func FuzzSpillRun(f *testing.F) {
 	var run []byte
 	for i, r := range []*rec{
-		{state: "counts", id: []byte{1, 2}, val: []byte{3}, ttl: []byte{0, 0, 0, 0, 0, 0, 0, 9}, js: Entry(`{"k":1}`), file: 0, kg: 5, offset: 100, bpos: -1},
-		{state: "counts", id: []byte{1, 3}, js: Entry(`{}`), kg: 127, offset: 1 << 40},
+		{state: 0, id: []byte{1, 2}, val: []byte{3}, ttl: []byte{0, 0, 0, 0, 0, 0, 0, 9}, js: Entry(`{"k":1}`), file: 0, kg: 5, offset: 100, bpos: -1},
+		{state: 1, id: []byte{1, 3}, js: Entry(`{}`), kg: 127, offset: 1 << 40},
 	} {
 		run = appendRec(run, r)
 		if i == 0 {

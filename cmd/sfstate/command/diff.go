@@ -19,26 +19,31 @@ func init() {
 		Usage:     "compare the keyed state of two snapshots entry by entry (exit 1 when they differ)",
 		ArgsUsage: "A B",
 		Description: `Matches the keyed entries of two savepoints or checkpoints of one job by
-their decoded key (key, namespace, user key; the whole timer for timers),
-whatever their format, parallelism or max parallelism, and reports per
-operator and state the entries added (only in B), removed (only in A) and
-changed, with up to --limit examples of each as decoded JSON. Entries whose
-value is equal and whose TTL timestamp differs are counted apart (ttl), or
-not at all with --ignore-ttl. When both sides share an operator's max
-parallelism, key groups with equal digests are skipped. Exit code 1 when
-the snapshots differ, 0 when they are equal.
+their key, namespace and user key (the whole timer for timers), whatever
+their format, parallelism or max parallelism, and reports per operator and
+state the entries added (only in B), removed (only in A) and changed, with
+up to --limit examples of each as decoded JSON. Entries whose value is equal
+and whose TTL timestamp differs are counted apart (ttl), or not at all with
+--ignore-ttl. When both sides share an operator's max parallelism, key
+groups with equal digests are skipped. Exit code 1 when the snapshots
+differ, 0 when they are equal.
+
+Entries are compared by the bytes Flink's serializers wrote; values whose
+bytes differ are decoded where one value can be written in several ways
+(rows, maps, Kryo, ...), and a state whose serializers differ between the
+two snapshots is compared by decoded values throughout (a note says so).
 
 Each comparison sorts both sides' entries and merges them. At most --memory
-of decoded entries is held (half per side); beyond it sorted runs are
-spilled to a scratch directory under --temp-dir (named sfstate-tmp-diff-*,
-removed when diff ends, also on errors and interrupts), so a huge key group
-needs disk space, not memory. The result is the same either way.`,
+of entries is held (half per side); beyond it sorted runs are spilled to a
+scratch directory under --temp-dir (named sfstate-tmp-diff-*, removed when
+diff ends, also on errors and interrupts), so a huge key group needs disk
+space, not memory. The result is the same either way.`,
 		Flags: []cli.Flag{
 			&cli.IntFlag{Name: "limit", Value: 5, Usage: "examples per kind of difference and state"},
 			&cli.StringFlag{Name: "operator", Usage: "only this operator (id, uid or name)"},
 			&cli.StringFlag{Name: "state", Usage: "only this keyed state name"},
 			&cli.BoolFlag{Name: "ignore-ttl", Usage: "do not report entries that differ only in their TTL timestamp"},
-			&cli.StringFlag{Name: "memory", Value: "256MiB", Usage: "decoded entries held in memory before sorted runs spill to disk (bytes, or with KiB, MiB, GiB)"},
+			&cli.StringFlag{Name: "memory", Value: "256MiB", Usage: "entries held in memory before sorted runs spill to disk (bytes, or with KiB, MiB, GiB)"},
 			&cli.StringFlag{Name: "temp-dir", Usage: "directory for spilled runs (default: system temp)"},
 			savepointS3EndpointFlag,
 		},
