@@ -40,7 +40,7 @@ func writeOneState(t *testing.T, dir, kind string, value flinkwrite.Snapshot, en
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := flinkwrite.NewKeyedWriter(fh, h, flinkwrite.KeyGroupRange{Start: 0, End: maxP - 1}, maxP)
+	w, err := flinkwrite.NewKeyedWriter(fh, h, keygroups.Range{Start: 0, End: maxP - 1}, maxP)
 	if err != nil {
 		t.Fatal(err)
 	}
