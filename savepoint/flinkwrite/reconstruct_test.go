@@ -391,7 +391,7 @@ func rebuildSubtask(t *testing.T, meta *jkeyedMeta, hints *fixtureHints, h *jhan
 	if hints.headerOnly {
 		entries = nil
 	}
-	prefix := KeyGroupPrefixLen(maxP)
+	prefix := keygroups.PrefixWidth(maxP)
 	for _, e := range entries {
 		id, ok := ids[e.State]
 		if !ok {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/keygroups"
 )
 
 func fuzzSeedsFromFixtures(f *testing.F, add func(header []byte, blocks [][]byte, maxPar int)) {
@@ -125,7 +126,7 @@ func FuzzFixtureBlocks(f *testing.F) {
 		kg := int64(0)
 		if len(block) >= 8 {
 			kg = int64(block[6] & 0x7F)
-			if KeyGroupPrefixBytes(s.maxPar) == 2 {
+			if keygroups.PrefixWidth(s.maxPar) == 2 {
 				kg = int64(block[6]&0x7F)<<8 | int64(block[7])
 			}
 		}
