@@ -8,6 +8,7 @@ import (
 
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 )
 
 func fuzzSeedsFromFixtures(f *testing.F, add func(header []byte, blocks [][]byte, maxPar int)) {
@@ -140,8 +141,8 @@ func FuzzFixtureBlocks(f *testing.F) {
 }
 
 func FuzzSnappy(f *testing.F) {
-	f.Add(AppendSnappyFramed(nil, []byte("hello hello hello hello hello")))
-	f.Add(AppendSnappyFramed(nil, bytes.Repeat([]byte{1, 2, 3}, 30000)))
+	f.Add(flinkwrite.AppendSnappyFramed(nil, []byte("hello hello hello hello hello")))
+	f.Add(flinkwrite.AppendSnappyFramed(nil, bytes.Repeat([]byte{1, 2, 3}, 30000)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := NewSnappyReader(bytes.NewReader(b), 0)
 		n, _ := io.Copy(io.Discard, r)
