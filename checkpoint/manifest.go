@@ -12,6 +12,7 @@ import (
 
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/errclass"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 )
 
@@ -258,14 +259,12 @@ func (m *Manifest) validate(id int64) error {
 // the lowest key group when low is set, else to the highest the prefix can
 // hold.
 func KeyGroupOf(key []byte, width int, low bool) int {
-	if len(key) < width {
-		if low {
-			return 0
-		}
-		return 1<<(8*width) - 1
+	kg, err := keygroups.ReadPrefix(key, width)
+	if err == nil {
+		return kg
 	}
-	if width == 1 {
-		return int(key[0])
+	if low {
+		return 0
 	}
-	return int(key[0])<<8 | int(key[1])
+	return 1<<(8*width) - 1
 }

@@ -57,10 +57,6 @@ type Layout struct {
 	Range keygroups.Range
 }
 
-// PrefixWidth is the number of bytes of the big-endian key-group prefix:
-// 1 when maxParallelism <= 128, else 2 (Flink's rule).
-func PrefixWidth(maxParallelism int) int { return keygroups.PrefixWidth(maxParallelism) }
-
 // Validate checks the layout.
 func (l Layout) Validate() error {
 	if l.MaxParallelism < 1 || l.MaxParallelism > 1<<15 {
@@ -74,7 +70,7 @@ func (l Layout) Validate() error {
 }
 
 // Width is the key-group prefix width of this layout.
-func (l Layout) Width() int { return PrefixWidth(l.MaxParallelism) }
+func (l Layout) Width() int { return keygroups.PrefixWidth(l.MaxParallelism) }
 
 // AppendKeyGroup appends kg's prefix to dst.
 func (l Layout) AppendKeyGroup(dst []byte, kg int) []byte {
@@ -91,14 +87,11 @@ func (l Layout) Key(dst []byte, kg int, key, ns []byte) []byte {
 
 // KeyGroupOf reads the key group of a stored key.
 func (l Layout) KeyGroupOf(key []byte) (int, error) {
-	w := l.Width()
-	if len(key) < w {
-		return 0, fmt.Errorf("engine: stored key of %d bytes is shorter than the %d-byte key-group prefix", len(key), w)
+	kg, err := keygroups.ReadPrefix(key, l.Width())
+	if err != nil {
+		return 0, fmt.Errorf("engine: stored key of %d bytes is shorter than the %d-byte key-group prefix", len(key), l.Width())
 	}
-	if w == 1 {
-		return int(key[0]), nil
-	}
-	return int(key[0])<<8 | int(key[1]), nil
+	return kg, nil
 }
 
 // RangeBounds returns [lower, upper) stored-key bounds covering the

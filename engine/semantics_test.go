@@ -447,7 +447,7 @@ func TestKeyGroupRangeIterationAndClip(t *testing.T) {
 }
 
 func TestLayoutValidation(t *testing.T) {
-	if PrefixWidth(128) != 1 || PrefixWidth(129) != 2 {
+	if keygroups.PrefixWidth(128) != 1 || keygroups.PrefixWidth(129) != 2 {
 		t.Fatal("prefix width")
 	}
 	for _, l := range []Layout{{0, keygroups.Range{Start: 0, End: 0}}, {128, keygroups.Range{Start: 5, End: 4}}, {128, keygroups.Range{Start: 0, End: 128}}, {1 << 16, keygroups.Range{Start: 0, End: 1}}} {

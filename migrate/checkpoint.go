@@ -989,7 +989,7 @@ func (r *run) upload(st *checkpoint.Subtask, dir string, infos map[string]os.Fil
 	if err != nil {
 		return nil, err
 	}
-	width := engine.PrefixWidth(r.m.MaxParallelism)
+	width := keygroups.PrefixWidth(r.m.MaxParallelism)
 	bid := backendID(st.BackendID)
 	sub := &checkpoint.Subtask{Index: st.Index, BackendID: bid, StartKeyGroup: st.StartKeyGroup, EndKeyGroup: st.EndKeyGroup}
 	isSST := map[string]bool{}

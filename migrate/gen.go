@@ -98,7 +98,7 @@ func GenerateCheckpoint(ctx context.Context, st s3.Storage, cfg GenConfig) (*Gen
 		stored []byte
 		idx    int
 	}
-	width := engine.PrefixWidth(cfg.MaxParallelism)
+	width := keygroups.PrefixWidth(cfg.MaxParallelism)
 	byTask := make([][]bkey, cfg.Subtasks)
 	ranges := make([]keygroups.Range, cfg.Subtasks)
 	for i := range ranges {

@@ -226,7 +226,7 @@ func writeSynth(t *testing.T, rng *rand.Rand, dir string, sp synthSpec) int {
 	}
 	var es []ent
 	void := flinkwrite.AppendVoidNamespace(nil)
-	width := flinkwrite.KeyGroupPrefixLen(sp.maxP)
+	width := keygroups.PrefixWidth(sp.maxP)
 	for i := 0; i < sp.keys; i++ {
 		k := rng.Int63n(1 << 40)
 		kg := keygroups.Assign(keygroups.Long(k), sp.maxP)

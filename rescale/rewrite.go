@@ -249,7 +249,7 @@ func (w *rewriter) operator(op *savepoint.OperatorState, n, newMaxP int, kind Op
 		return nil, stats, err
 	}
 	rowKey := base.KeySerializer != nil && (base.KeySerializer.Class == serde.ClassRowData || base.KeySerializer.Class == serde.ClassBinaryRow)
-	oldW, newW := keyed.KeyGroupPrefixBytes(oldMaxP), keyed.KeyGroupPrefixBytes(newMaxP)
+	oldW, newW := keygroups.PrefixWidth(oldMaxP), keygroups.PrefixWidth(newMaxP)
 	rekey := newMaxP != oldMaxP
 	mode := keyed.ModeRaw
 	if rekey {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
-	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
 // TestChangelogFixtureChanges decodes every inline change of the Flink
@@ -182,7 +182,7 @@ func toFileLogs(t *testing.T, md *Metadata, st s3.Storage, compress bool) int {
 		}
 		file := []byte{0}
 		if compress {
-			file = keyed.AppendSnappyFramed([]byte{1}, payload)
+			file = flinkwrite.AppendSnappyFramed([]byte{1}, payload)
 		} else {
 			file = append(file, payload...)
 		}
@@ -392,7 +392,7 @@ func FuzzStateChangeFile(f *testing.F) {
 	changes := []StateChange{{KeyGroup: -1, Data: []byte{8, 0, 0, 0, 6, 0, 1, 'x', 0, 0, 0}}, {KeyGroup: 3, Data: []byte{1, 0, 0, 7, 7}}}
 	set := changeSetBytes(changes)
 	f.Add(append([]byte{0}, set...), int64(0))
-	f.Add(keyed.AppendSnappyFramed([]byte{1}, append(append([]byte(nil), set...), set...)), int64(len(set)))
+	f.Add(flinkwrite.AppendSnappyFramed([]byte{1}, append(append([]byte(nil), set...), set...)), int64(len(set)))
 	st := s3.NewMem()
 	f.Fuzz(func(t *testing.T, file []byte, off int64) {
 		if err := st.Put(context.Background(), "f", bytes.NewReader(file), int64(len(file))); err != nil {

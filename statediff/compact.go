@@ -45,6 +45,7 @@ import (
 	"fmt"
 	"hash/maphash"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/sfstate/sfstate/savepoint/serde"
@@ -359,7 +360,7 @@ func (s *side) decode(state string, r *rec, fn func(*savepoint.KeyedEntry) error
 	if id < 0 {
 		return fmt.Errorf("statediff: %s: state %q not in its header", s.files[f], state)
 	}
-	prefix := keyed.KeyGroupPrefixBytes(s.maxP)
+	prefix := keygroups.PrefixWidth(s.maxP)
 	b := append(s.block[:0], 0)
 	b = binary.BigEndian.AppendUint16(b, uint16(id))
 	b = binary.BigEndian.AppendUint32(b, uint32(prefix+len(r.id)))
@@ -429,7 +430,7 @@ func (d *differ) digestSide(sp *savepoint.Savepoint, op *savepoint.OperatorState
 	if op == nil {
 		return out, nil
 	}
-	prefix := keyed.KeyGroupPrefixBytes(int(op.MaxParallelism))
+	prefix := keygroups.PrefixWidth(int(op.MaxParallelism))
 	var buf []byte
 	var lastMeta *keyed.StateMeta
 	var st int32

@@ -44,6 +44,7 @@ import (
 	"hash/maphash"
 	"sort"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/digest"
@@ -582,7 +583,7 @@ func (d *differ) collect(sp *savepoint.Savepoint, op *savepoint.OperatorState, i
 	if op == nil {
 		return out, nil
 	}
-	prefix := keyed.KeyGroupPrefixBytes(int(op.MaxParallelism))
+	prefix := keygroups.PrefixWidth(int(op.MaxParallelism))
 	so := savepoint.ScanOptions{Operator: id, State: d.o.State, KeyGroupFrom: from, KeyGroupTo: to, Mode: plan.mode, ReuseValues: true}
 	var lastMeta *keyed.StateMeta
 	var st int32

@@ -54,7 +54,7 @@ func writeGenerated(t testing.TB, dir string, keys map[int][]int64, f func(k int
 		flinkwrite.KeyedStateMeta("counts", flinkwrite.KindValue, flinkwrite.VoidNamespaceSnapshot, flinkwrite.TtlSnapshot(flinkwrite.LongSnapshot)),
 	}}
 	op := &savepoint.OperatorState{ID: savepoint.OperatorIDFromUID("generated"), Parallelism: 2, MaxParallelism: genMaxP}
-	prefix := flinkwrite.KeyGroupPrefixLen(genMaxP)
+	prefix := keygroups.PrefixWidth(genMaxP)
 	var key, val []byte
 	for i, r := range keygroups.Ranges(genMaxP, 2) {
 		name := fmt.Sprintf("keyed-%d", i)

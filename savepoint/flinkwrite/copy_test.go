@@ -8,6 +8,7 @@ import (
 
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
@@ -57,7 +58,7 @@ func originalOffsets(stream []byte, headerLen int, compressed bool, h *jhandle) 
 	for _, g := range h.NonEmptyKeyGroups {
 		offs[g-h.KeyGroups[0]] = pos
 		if compressed {
-			p := int(pos) + len(snappyStreamHeader)
+			p := int(pos) + len(binfmt.SnappyStreamHeader)
 			for p+4 <= len(stream) && stream[p] != 0xFF {
 				p += 4 + (int(stream[p+1]) | int(stream[p+2])<<8 | int(stream[p+3])<<16)
 			}

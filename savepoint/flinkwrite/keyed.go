@@ -254,7 +254,7 @@ func NewKeyedWriter(w io.Writer, h Header, rng keygroups.Range, maxParallelism i
 	kw := &KeyedWriter{
 		bw:        bufio.NewWriterSize(w, 64<<10),
 		rng:       rng,
-		prefixLen: KeyGroupPrefixLen(maxParallelism),
+		prefixLen: keygroups.PrefixWidth(maxParallelism),
 		numStates: h.numStates(),
 		offsets:   make([]int64, rng.Len()),
 		group:     -1,

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
@@ -281,7 +282,7 @@ func TestKeyedWriterCompressedLarge(t *testing.T) {
 	// Both chunk kinds appear.
 	var kinds [2]int
 	for _, off := range offs[:3] {
-		p := int(off) + len(snappyStreamHeader)
+		p := int(off) + len(binfmt.SnappyStreamHeader)
 		for p < len(stream) && stream[p] != 0xFF {
 			kinds[stream[p]]++
 			p += 4 + int(stream[p+1]) | int(stream[p+2])<<8 | int(stream[p+3])<<16
@@ -293,7 +294,7 @@ func TestKeyedWriterCompressedLarge(t *testing.T) {
 }
 
 func TestAppendSnappyFramed(t *testing.T) {
-	for _, n := range []int{0, 1, 100, snappyBlockSize, snappyBlockSize + 1, 3*snappyBlockSize + 7} {
+	for _, n := range []int{0, 1, 100, binfmt.SnappyBlockSize, binfmt.SnappyBlockSize + 1, 3*binfmt.SnappyBlockSize + 7} {
 		data := bytes.Repeat([]byte("flink state "), n/12+1)[:n]
 		framed := AppendSnappyFramed([]byte("prefix"), data)
 		if !bytes.HasPrefix(framed, []byte("prefix")) {
@@ -309,7 +310,7 @@ func TestAppendSnappyFramed(t *testing.T) {
 	}
 	// A flipped CRC byte must fail the check.
 	framed := AppendSnappyFramed(nil, bytes.Repeat([]byte{7}, 1000))
-	framed[len(snappyStreamHeader)+4] ^= 1
+	framed[len(binfmt.SnappyStreamHeader)+4] ^= 1
 	if _, err := io.ReadAll(keyed.NewSnappyReader(bytes.NewReader(framed), 0)); err == nil {
 		t.Fatal("corrupted frame accepted")
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
@@ -391,7 +392,7 @@ func rebuildSubtask(t *testing.T, meta *jkeyedMeta, hints *fixtureHints, h *jhan
 	if hints.headerOnly {
 		entries = nil
 	}
-	prefix := KeyGroupPrefixLen(maxP)
+	prefix := keygroups.PrefixWidth(maxP)
 	for _, e := range entries {
 		id, ok := ids[e.State]
 		if !ok {
@@ -697,7 +698,7 @@ func compareCompressed(t *testing.T, label string, orig []byte, rb rebuilt) {
 // the position after its last chunk (the next stream identifier or EOF).
 func nextFrameStart(t *testing.T, b []byte, pos int64) int64 {
 	t.Helper()
-	p := int(pos) + len(snappyStreamHeader)
+	p := int(pos) + len(binfmt.SnappyStreamHeader)
 	for p+4 <= len(b) {
 		if b[p] == 0xFF {
 			break

@@ -61,7 +61,7 @@ func roundTripSQL(t *testing.T, compressed bool) {
 			TimerStateMeta("_timer_state/event_user-timers", TimerSnapshot(keySer, VoidNamespaceSnapshot)),
 		},
 	}
-	prefix := KeyGroupPrefixLen(maxP)
+	prefix := keygroups.PrefixWidth(maxP)
 	var es []rtEntry
 	for i := range 60 {
 		name := fmt.Sprintf("user-%d-%s", i, string(rune('a'+rng.IntN(26))))

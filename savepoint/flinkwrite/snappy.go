@@ -2,39 +2,19 @@ package flinkwrite
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"io"
 
 	"github.com/klauspost/compress/snappy"
+
+	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
-// Snappy framing format as xerial's SnappyFramedOutputStream writes it for
-// Flink's SnappyStreamCompressionDecorator (one framed stream per key-group
-// block). Wire format: never change.
-//
-//	stream identifier: FF 06 00 00 73 4E 61 50 70 59 ("sNaPpY")
-//	chunk:             u8 type, u24 little-endian length, payload
-//	  0x00 compressed:   u32-LE masked CRC-32C of the uncompressed bytes, snappy block
-//	  0x01 uncompressed: u32-LE masked CRC-32C, the bytes
-//	masked crc = ((crc >> 15) | (crc << 17)) + 0xA282EAD8
+// The framing (binfmt's Snappy constants) is documented in binfmt.
 const (
-	snappyChunkCompressed   = 0x00
-	snappyChunkUncompressed = 0x01
-	snappyBlockSize         = 64 * 1024 // xerial DEFAULT_BLOCK_SIZE, used by Flink
-	snappyMaskDelta         = 0xA282EAD8
 	// snappyMinRatio: a block is stored compressed only when
 	// compressed/raw <= 0.85 (xerial DEFAULT_MIN_COMPRESSION_RATIO).
 	snappyMinRatio = 0.85
 )
-
-var snappyStreamHeader = []byte{0xFF, 0x06, 0x00, 0x00, 's', 'N', 'a', 'P', 'p', 'Y'}
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func maskedCRC32C(b []byte) uint32 {
-	c := crc32.Checksum(b, castagnoli)
-	return (c>>15 | c<<17) + snappyMaskDelta
-}
 
 // snappyFramer buffers up to one 64 KiB block and writes framed chunks to w.
 // The stream identifier is written by the first Write or by Close, so an
@@ -47,7 +27,7 @@ type snappyFramer struct {
 }
 
 func newSnappyFramer(w io.Writer) *snappyFramer {
-	return &snappyFramer{w: w, buf: make([]byte, 0, snappyBlockSize)}
+	return &snappyFramer{w: w, buf: make([]byte, 0, binfmt.SnappyBlockSize)}
 }
 
 func (f *snappyFramer) reset(w io.Writer) {
@@ -57,11 +37,11 @@ func (f *snappyFramer) reset(w io.Writer) {
 func (f *snappyFramer) Write(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {
-		k := min(len(p), snappyBlockSize-len(f.buf))
+		k := min(len(p), binfmt.SnappyBlockSize-len(f.buf))
 		f.buf = append(f.buf, p[:k]...)
 		p = p[k:]
 		n += k
-		if len(f.buf) == snappyBlockSize {
+		if len(f.buf) == binfmt.SnappyBlockSize {
 			if err := f.flushBlock(); err != nil {
 				return n, err
 			}
@@ -75,7 +55,7 @@ func (f *snappyFramer) header() error {
 		return nil
 	}
 	f.started = true
-	_, err := f.w.Write(snappyStreamHeader)
+	_, err := f.w.Write(binfmt.SnappyStreamHeader)
 	return err
 }
 
@@ -86,11 +66,11 @@ func (f *snappyFramer) flushBlock() error {
 	if len(f.buf) == 0 {
 		return nil
 	}
-	crc := maskedCRC32C(f.buf)
+	crc := binfmt.SnappyMaskedCRC(f.buf)
 	f.enc = snappy.Encode(f.enc[:cap(f.enc)], f.buf)
-	typ, payload := byte(snappyChunkCompressed), f.enc
+	typ, payload := byte(binfmt.SnappyChunkCompressed), f.enc
 	if float64(len(f.enc))/float64(len(f.buf)) > snappyMinRatio {
-		typ, payload = snappyChunkUncompressed, f.buf
+		typ, payload = binfmt.SnappyChunkUncompressed, f.buf
 	}
 	var hdr [8]byte
 	l := len(payload) + 4

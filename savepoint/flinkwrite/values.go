@@ -134,15 +134,6 @@ func AppendMapSerializer(b []byte, entries ...MapSerializerEntry) []byte {
 	return b
 }
 
-// KeyGroupPrefixLen is the width of the key-group prefix of every state
-// key: 1 byte when maxParallelism <= 128, else 2.
-func KeyGroupPrefixLen(maxParallelism int) int {
-	if maxParallelism <= 128 {
-		return 1
-	}
-	return 2
-}
-
 // AppendKeyGroupPrefix appends key group kg big-endian in width bytes.
 func AppendKeyGroupPrefix(b []byte, kg, width int) ([]byte, error) {
 	switch {
@@ -175,7 +166,7 @@ func appendLenMarker(b []byte, n int) []byte {
 // namespace; VoidNamespace, Long and TimeWindow namespaces are fixed.
 type StateKey struct {
 	KeyGroup  int
-	PrefixLen int // KeyGroupPrefixLen(maxParallelism)
+	PrefixLen int // keygroups.PrefixWidth(maxParallelism)
 	Key       []byte
 	Namespace []byte
 	UserKey   []byte // MAP state only

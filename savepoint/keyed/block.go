@@ -11,6 +11,7 @@ import (
 	"reflect"
 	"unsafe"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
@@ -206,14 +207,6 @@ func ReadKeyGroup(src io.ReaderAt, size int64, name string, h *Header, keyGroup 
 func ReadKeyGroupWith(src io.ReaderAt, size int64, name string, h *Header, keyGroup int, off int64, o ReadOptions, fn func(*Entry) error) error {
 	var r BlockReader
 	return r.Read(src, size, name, h, keyGroup, off, o, fn)
-}
-
-// KeyGroupPrefixBytes returns the key-group prefix width for maxParallelism.
-func KeyGroupPrefixBytes(maxParallelism int) int {
-	if maxParallelism > 128 {
-		return 2
-	}
-	return 1
 }
 
 func (r *BlockReader) errAt(pos int64, err error) error {
@@ -484,7 +477,7 @@ func (r *BlockReader) Read(src io.ReaderAt, size int64, name string, h *Header, 
 		return err
 	}
 	defer func() { r.src = nil }()
-	prefix := KeyGroupPrefixBytes(o.MaxParallelism)
+	prefix := keygroups.PrefixWidth(o.MaxParallelism)
 	reuse := o.ReuseValues && o.Mode == ModeDecode && o.Arena == nil
 	r.useArena(reuse, o.Arena)
 	id, err := r.u16()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
@@ -155,7 +156,7 @@ func (r *BlockReader) ReadColumns(src io.ReaderAt, size int64, name string, h *H
 		return err
 	}
 	defer func() { r.src = nil }()
-	prefix := KeyGroupPrefixBytes(o.MaxParallelism)
+	prefix := keygroups.PrefixWidth(o.MaxParallelism)
 	reuse := o.Arena == nil
 	r.useArena(reuse, o.Arena)
 	maxRows := o.MaxRows

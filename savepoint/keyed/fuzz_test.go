@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 )
 
 func fuzzSeedsFromFixtures(f *testing.F, add func(header []byte, blocks [][]byte, maxPar int)) {
@@ -125,7 +127,7 @@ func FuzzFixtureBlocks(f *testing.F) {
 		kg := int64(0)
 		if len(block) >= 8 {
 			kg = int64(block[6] & 0x7F)
-			if KeyGroupPrefixBytes(s.maxPar) == 2 {
+			if keygroups.PrefixWidth(s.maxPar) == 2 {
 				kg = int64(block[6]&0x7F)<<8 | int64(block[7])
 			}
 		}
@@ -139,8 +141,8 @@ func FuzzFixtureBlocks(f *testing.F) {
 }
 
 func FuzzSnappy(f *testing.F) {
-	f.Add(AppendSnappyFramed(nil, []byte("hello hello hello hello hello")))
-	f.Add(AppendSnappyFramed(nil, bytes.Repeat([]byte{1, 2, 3}, 30000)))
+	f.Add(flinkwrite.AppendSnappyFramed(nil, []byte("hello hello hello hello hello")))
+	f.Add(flinkwrite.AppendSnappyFramed(nil, bytes.Repeat([]byte{1, 2, 3}, 30000)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := NewSnappyReader(bytes.NewReader(b), 0)
 		n, _ := io.Copy(io.Discard, r)

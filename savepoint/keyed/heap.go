@@ -256,7 +256,7 @@ func (r *BlockReader) readHeap(src io.ReaderAt, size int64, name string, h *Head
 		return err
 	}
 	defer func() { r.src = nil }()
-	prefix := KeyGroupPrefixBytes(o.MaxParallelism)
+	prefix := keygroups.PrefixWidth(o.MaxParallelism)
 	reuse := o.ReuseValues && o.Mode == ModeDecode && o.Arena == nil
 	r.useArena(reuse, o.Arena)
 	pin := o.Windows != nil

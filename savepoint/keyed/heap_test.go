@@ -68,7 +68,7 @@ func makeHeapTwin(t testing.TB, seed uint64, compressed bool, maxPar int, rng ke
 		}
 	}
 	tw := &heapTwin{maxPar: maxPar, rng: rng}
-	prefix := flinkwrite.KeyGroupPrefixLen(maxPar)
+	prefix := keygroups.PrefixWidth(maxPar)
 	void := flinkwrite.AppendVoidNamespace(nil)
 	must := func(err error) {
 		t.Helper()

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
@@ -189,14 +190,14 @@ func TestCompressedOperatorState(t *testing.T) {
 	e.PutBytes(stateMetaBytes(bm))
 	data := e.B
 	chunk := func(payload []byte) []byte {
-		framed := AppendSnappyFramed(nil, payload)
+		framed := flinkwrite.AppendSnappyFramed(nil, payload)
 		return framed[10:] // drop the stream identifier
 	}
 	var listOffs []int64
 	// One stream identifier for the whole data section, as Flink's
 	// CompressibleFSDataOutputStream writes it; later offsets are bare
 	// chunk boundaries.
-	data = append(data, AppendSnappyFramed(nil, nil)...)
+	data = append(data, flinkwrite.AppendSnappyFramed(nil, nil)...)
 	for _, v := range []int64{7, 1 << 40, -3} {
 		listOffs = append(listOffs, int64(len(data)))
 		var el binfmt.Encbuf

@@ -4,44 +4,20 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"io"
 
 	"github.com/klauspost/compress/snappy"
 
 	"github.com/sfstate/sfstate/errclass"
+	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 )
 
-// Snappy framing format (what xerial's SnappyFramedOutputStream writes and
-// Flink's SnappyStreamCompressionDecorator uses per key-group block):
-//
-//	stream identifier: FF 06 00 00 "sNaPpY"
-//	chunk: u8 type, u24 little-endian length, payload
-//	  0x00 compressed:   u32-LE masked CRC-32C of the uncompressed data, snappy block
-//	  0x01 uncompressed: u32-LE masked CRC-32C, raw bytes
-//	  0x02..0x7F reserved (error), 0x80..0xFE skippable
-//
-// The constants below are part of that wire format.
-const (
-	chunkCompressed   = 0x00
-	chunkUncompressed = 0x01
-	chunkPadding      = 0xFE
-	chunkStreamID     = 0xFF
-	maxBlockSize      = 65536
-	crcMaskDelta      = 0xA282EAD8
-)
-
-var streamID = []byte("sNaPpY")
+// streamID is the payload of the stream identifier chunk (the framing is
+// documented at binfmt's Snappy constants).
+var streamID = binfmt.SnappyStreamHeader[4:]
 
 // ErrSnappy marks malformed Snappy framing or a checksum mismatch.
 var ErrSnappy = errclass.New(errclass.ErrCorrupt, "keyed: bad snappy frame")
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
-
-func maskedCRC(b []byte) uint32 {
-	c := crc32.Checksum(b, crcTable)
-	return (c>>15 | c<<17) + crcMaskDelta
-}
 
 // SnappyReader decodes a Snappy framed stream. It verifies every chunk's
 // masked CRC-32C and never allocates more than one maximum-size block
@@ -126,11 +102,11 @@ func (s *SnappyReader) chunk() error {
 	}
 	typ := hdr[0]
 	length := int(hdr[1]) | int(hdr[2])<<8 | int(hdr[3])<<16
-	if !s.seenID && typ != chunkStreamID {
+	if !s.seenID && typ != binfmt.SnappyChunkStreamID {
 		return s.fail(at, "stream does not start with the sNaPpY identifier (chunk type 0x%02x)", typ)
 	}
 	switch {
-	case typ == chunkStreamID:
+	case typ == binfmt.SnappyChunkStreamID:
 		if length != len(streamID) {
 			return s.fail(at, "stream identifier length %d", length)
 		}
@@ -145,8 +121,8 @@ func (s *SnappyReader) chunk() error {
 		s.out = s.out[:0]
 		s.outPos = 0
 		return nil
-	case typ == chunkCompressed || typ == chunkUncompressed:
-		if length < 4 || length > 4+snappy.MaxEncodedLen(maxBlockSize) {
+	case typ == binfmt.SnappyChunkCompressed || typ == binfmt.SnappyChunkUncompressed:
+		if length < 4 || length > 4+snappy.MaxEncodedLen(binfmt.SnappyBlockSize) {
 			return s.fail(at, "chunk length %d out of range", length)
 		}
 		if cap(s.in) < length {
@@ -158,10 +134,10 @@ func (s *SnappyReader) chunk() error {
 		}
 		want := binary.LittleEndian.Uint32(in)
 		payload := in[4:]
-		if typ == chunkCompressed {
+		if typ == binfmt.SnappyChunkCompressed {
 			n, err := snappy.DecodedLen(payload)
-			if err != nil || n > maxBlockSize {
-				return s.fail(at, "compressed chunk decodes to %d bytes (max %d): %v", n, maxBlockSize, err)
+			if err != nil || n > binfmt.SnappyBlockSize {
+				return s.fail(at, "compressed chunk decodes to %d bytes (max %d): %v", n, binfmt.SnappyBlockSize, err)
 			}
 			if cap(s.out) < n {
 				s.out = make([]byte, n)
@@ -172,12 +148,12 @@ func (s *SnappyReader) chunk() error {
 			}
 			s.out = out
 		} else {
-			if len(payload) > maxBlockSize {
+			if len(payload) > binfmt.SnappyBlockSize {
 				return s.fail(at, "uncompressed chunk of %d bytes", len(payload))
 			}
 			s.out = append(s.out[:0], payload...)
 		}
-		if got := maskedCRC(s.out); got != want {
+		if got := binfmt.SnappyMaskedCRC(s.out); got != want {
 			return s.fail(at, "checksum mismatch (stored %08x, computed %08x)", want, got)
 		}
 		s.outPos = 0
@@ -193,31 +169,4 @@ func (s *SnappyReader) chunk() error {
 		s.outPos = 0
 		return nil
 	}
-}
-
-// AppendSnappyFramed appends data as one Snappy framed stream (stream
-// identifier plus chunks of at most 64 KiB), using a compressed chunk when
-// it saves at least 12.5 % like xerial's writer, else an uncompressed one.
-// It exists for tests and writers that must produce Flink-compatible
-// compressed key-group blocks.
-func AppendSnappyFramed(dst, data []byte) []byte {
-	dst = append(dst, chunkStreamID, 6, 0, 0)
-	dst = append(dst, streamID...)
-	for len(data) > 0 {
-		n := min(len(data), maxBlockSize)
-		block := data[:n]
-		data = data[n:]
-		crc := maskedCRC(block)
-		enc := snappy.Encode(nil, block)
-		typ := byte(chunkCompressed)
-		payload := enc
-		if float64(len(enc)) > 0.85*float64(len(block)) {
-			typ, payload = chunkUncompressed, block
-		}
-		l := len(payload) + 4
-		dst = append(dst, typ, byte(l), byte(l>>8), byte(l>>16))
-		dst = binary.LittleEndian.AppendUint32(dst, crc)
-		dst = append(dst, payload...)
-	}
-	return dst
 }

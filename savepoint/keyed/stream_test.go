@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/sfstate/sfstate/internal/fixtures"
+	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
@@ -192,7 +193,7 @@ func TestSnappyCorruption(t *testing.T) {
 	for i := range big {
 		big[i] = byte(i * 7919 >> 3)
 	}
-	framed := AppendSnappyFramed(nil, big)
+	framed := flinkwrite.AppendSnappyFramed(nil, big)
 	r := NewSnappyReader(bytes.NewReader(framed), 0)
 	var out bytes.Buffer
 	if _, err := out.ReadFrom(r); err != nil || !bytes.Equal(out.Bytes(), big) {

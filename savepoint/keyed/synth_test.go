@@ -10,6 +10,7 @@ import (
 	"math"
 	"sort"
 
+	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 	"github.com/sfstate/sfstate/savepoint/internal/binfmt"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
@@ -263,7 +264,7 @@ func buildStream(header []byte, compressed bool, maxPar int, entries []synthEntr
 		}
 		offsets[kg] = int64(len(out))
 		if compressed {
-			out = AppendSnappyFramed(out, blk.B)
+			out = flinkwrite.AppendSnappyFramed(out, blk.B)
 		} else {
 			out = append(out, blk.B...)
 		}

@@ -9,9 +9,9 @@ import (
 	"math"
 
 	"github.com/sfstate/sfstate/errclass"
+	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/sfstate/sfstate/savepoint/serde"
-	"github.com/sfstate/sfstate/keygroups"
 )
 
 // Engine stored-value constants (see package engine; wire format).
@@ -65,7 +65,7 @@ func (h *Handle) NewDecoder(maxParallelism int) (*Decoder, error) {
 	if maxParallelism < 1 || maxParallelism > 32768 {
 		return nil, fmt.Errorf("%w: max parallelism %d", ErrFormat, maxParallelism)
 	}
-	d := &Decoder{h: h, hdr: *h.Header, layout: h.Layout, prefix: keyed.KeyGroupPrefixBytes(maxParallelism), maxPar: maxParallelism,
+	d := &Decoder{h: h, hdr: *h.Header, layout: h.Layout, prefix: keygroups.PrefixWidth(maxParallelism), maxPar: maxParallelism,
 		states: map[string]*keyed.StateMeta{}, kinds: map[string]string{}}
 	d.hdr.Compressed = false
 	d.lo, d.hi = h.KeyGroupRange()

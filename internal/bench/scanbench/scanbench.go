@@ -117,7 +117,7 @@ func GenerateLayout(dir string, n int64, heap bool) (*Generated, error) {
 	defer f.Close()
 	bw := bufio.NewWriterSize(f, 1<<20)
 	rng := keygroups.Range{Start: 0, End: MaxParallelism - 1}
-	prefix := flinkwrite.KeyGroupPrefixLen(MaxParallelism)
+	prefix := keygroups.PrefixWidth(MaxParallelism)
 	void := flinkwrite.AppendVoidNamespace(nil)
 	var w interface {
 		Close() error
