@@ -42,34 +42,25 @@ func writeMetaTable[R any](e *exporter, name string, cols []metaColumn[R], rows 
 		names[i] = c.name
 	}
 	schema := arrow.NewSchema(fields, nil)
-	obj, rw, err := e.openTable(name, schema)
-	if err != nil {
-		return err
-	}
+	enc := e.openTable(name, schema)
 	rb := array.NewRecordBuilder(e.mem, schema)
 	defer rb.Release()
 	for _, r := range rows {
 		for i, c := range cols {
 			if err := c.node.app(rb.Field(i), c.get(r)); err != nil {
 				err = fmt.Errorf("stateexport: table %s column %s: %w", name, c.name, err)
-				obj.Abort(err)
+				enc.abort(err)
 				return err
 			}
 		}
 	}
-	rec := rb.NewRecordBatch()
-	defer rec.Release()
-	if err := rw.Write(rec); err != nil {
-		obj.Abort(err)
+	if err := enc.write(rb.NewRecordBatch(), nil); err != nil {
+		enc.abort(err)
 		return fmt.Errorf("stateexport: table %s: %w", name, err)
 	}
-	if err := rw.Close(); err != nil {
-		obj.Abort(err)
-		return fmt.Errorf("stateexport: table %s: %w", name, err)
-	}
-	w, err := obj.Close()
+	w, err := enc.close()
 	if err != nil {
-		return err
+		return fmt.Errorf("stateexport: table %s: %w", name, err)
 	}
 	e.man.Tables = append(e.man.Tables, &ManifestTable{Name: name, Rows: int64(len(rows)), Columns: names, Files: []s3.Written{w}})
 	return nil
