@@ -27,6 +27,10 @@ type colBuf struct {
 	offs  []int32 // utf8/binary: n+1 offsets
 	// valid is the validity bitmap, nil while the column has no null.
 	valid []byte
+	// run is the value of a string column that holds only that value so
+	// far; data and offs then hold runRows copies (kept across resets).
+	run     string
+	runRows int
 	nulls int
 	n     int
 }
@@ -53,9 +57,12 @@ func newColBuf(typ arrow.DataType) (*colBuf, bool) {
 }
 
 func (c *colBuf) reset() {
-	c.data, c.valid = c.data[:0], c.valid[:0]
-	if c.offs != nil {
-		c.offs = c.offs[:1]
+	c.valid = c.valid[:0]
+	if c.run == "" {
+		c.data = c.data[:0]
+		if c.offs != nil {
+			c.offs = c.offs[:1]
+		}
 	}
 	c.nulls, c.n = 0, 0
 	if cap(c.valid) == 0 {
@@ -159,6 +166,7 @@ func (c *colBuf) appendSerde(src *serde.Column, lo, n int) {
 	from := c.n
 	switch c.typ.ID() {
 	case arrow.STRING:
+		c.unrun()
 		base := src.Offsets[lo]
 		at := int32(len(c.data)) - int32(base)
 		c.data = append(c.data, src.Data[base:src.Offsets[lo+n]]...)
@@ -225,9 +233,29 @@ func (c *colBuf) appendInt32Run(v int32, n int) {
 	}
 }
 
-// appendStringRun appends n copies of s.
+// appendStringRun appends n copies of s. Runs of one value (the operator
+// column) keep their bytes and offsets across resets: a later row group
+// only extends them.
 func (c *colBuf) appendStringRun(s string, n int) {
 	from := c.n
+	if c.valid == nil && (c.run == s || c.n == 0) {
+		if c.run != s {
+			c.run, c.runRows = s, 0
+			c.data, c.offs = c.data[:0], c.offs[:1]
+		}
+		if need := from + n; need > c.runRows {
+			for len(c.data) < need*len(s) {
+				c.data = append(c.data, s...)
+			}
+			for i := len(c.offs); i <= need; i++ {
+				c.offs = append(c.offs, int32(i*len(s)))
+			}
+			c.runRows = need
+		}
+		c.n += n
+		return
+	}
+	c.unrun()
 	at := int32(len(c.data))
 	for i := 1; i <= n; i++ {
 		c.data = append(c.data, s...)
@@ -236,6 +264,14 @@ func (c *colBuf) appendStringRun(s string, n int) {
 	c.n += n
 	if c.valid != nil {
 		c.markRows(from, n, func(int) bool { return false })
+	}
+}
+
+// unrun leaves run mode (see appendStringRun), keeping the rows so far.
+func (c *colBuf) unrun() {
+	if c.run != "" {
+		c.data, c.offs = c.data[:c.offs[c.n]], c.offs[:c.n+1]
+		c.run, c.runRows = "", 0
 	}
 }
 
@@ -248,6 +284,7 @@ func (c *colBuf) appendNulls(n int) {
 	case c.width < 0:
 		c.data = growBits(c.data, from+n)
 	default:
+		c.unrun()
 		at := int32(len(c.data))
 		for i := 0; i < n; i++ {
 			c.offs = append(c.offs, at)
@@ -268,7 +305,8 @@ func (c *colBuf) array() arrow.Array {
 	var bufs []*memory.Buffer
 	switch {
 	case c.width == 0:
-		bufs = []*memory.Buffer{valid, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(c.offs)), memory.NewBufferBytes(c.data)}
+		offs := c.offs[:c.n+1]
+		bufs = []*memory.Buffer{valid, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(offs)), memory.NewBufferBytes(c.data[:offs[c.n]])}
 	case c.width < 0:
 		c.data = growBits(c.data, c.n)
 		bufs = []*memory.Buffer{valid, memory.NewBufferBytes(c.data)}

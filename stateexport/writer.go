@@ -92,6 +92,9 @@ func newRecordWriter(f Format, w io.Writer, schema *arrow.Schema, c Compression,
 			return nil, err
 		}
 		props := parquetProperties(schema, codec, first)
+		if flatSchema(schema) {
+			return newFlatParquetWriter(schema, w, props)
+		}
 		fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 		if err != nil {
 			return nil, err
