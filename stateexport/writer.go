@@ -2,9 +2,7 @@ package stateexport
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -117,7 +115,7 @@ func newRecordWriter(f Format, w io.Writer, schema *arrow.Schema, c Compression,
 	case CSV:
 		return newCSVWriter(w, schema)
 	case JSONL:
-		return &jsonWriter{w: bufio.NewWriterSize(w, 64<<10), schema: schema}, nil
+		return &jsonWriter{w: bufio.NewWriterSize(w, 256<<10), schema: schema}, nil
 	}
 	return nil, fmt.Errorf("stateexport: unknown format %q", f)
 }
@@ -252,85 +250,104 @@ func (p *parquetWriter) Write(rec arrow.RecordBatch) error {
 
 func (p *parquetWriter) Close() error { return p.fw.Close() }
 
-// csvWriter writes a header line and one line per row; nested and binary
-// values are rendered by Arrow's ValueStr (JSON for nested values, base64
-// for bytes), nulls as empty fields.
+// csvWriter writes a header line and one line per row; values as Arrow's
+// ValueStr renders them (JSON for nested values, base64 for bytes), nulls
+// as empty fields, quoted as encoding/csv quotes fields (csvText).
 type csvWriter struct {
-	bw *bufio.Writer
-	cw *csv.Writer
+	bw   *bufio.Writer
+	line []byte
+	cols []textCol
 }
 
 func newCSVWriter(w io.Writer, schema *arrow.Schema) (*csvWriter, error) {
-	bw := bufio.NewWriterSize(w, 64<<10)
-	cw := csv.NewWriter(bw)
-	hdr := make([]string, schema.NumFields())
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var line []byte
 	for i, f := range schema.Fields() {
-		hdr[i] = f.Name
+		if i > 0 {
+			line = append(line, ',')
+		}
+		line = appendCSVField(line, f.Name)
 	}
-	if err := cw.Write(hdr); err != nil {
+	line = append(line, '\n')
+	if _, err := bw.Write(line); err != nil {
 		return nil, err
 	}
-	return &csvWriter{bw: bw, cw: cw}, nil
+	return &csvWriter{bw: bw}, nil
 }
 
 func (c *csvWriter) Write(rec arrow.RecordBatch) error {
-	row := make([]string, rec.NumCols())
-	cols := rec.Columns()
+	arrs := rec.Columns()
+	c.cols = c.cols[:0]
+	for _, a := range arrs {
+		c.cols = append(c.cols, csvText(a))
+	}
 	for r := 0; r < int(rec.NumRows()); r++ {
-		for j, col := range cols {
+		line := c.line[:0]
+		var err error
+		for j, col := range arrs {
+			if j > 0 {
+				line = append(line, ',')
+			}
 			if col.IsNull(r) {
-				row[j] = ""
-			} else {
-				row[j] = col.ValueStr(r)
+				continue
+			}
+			if line, err = c.cols[j](line, r); err != nil {
+				return err
 			}
 		}
-		if err := c.cw.Write(row); err != nil {
+		line = append(line, '\n')
+		c.line = line
+		if _, err := c.bw.Write(line); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *csvWriter) Close() error {
-	c.cw.Flush()
-	if err := c.cw.Error(); err != nil {
-		return err
-	}
-	return c.bw.Flush()
-}
+func (c *csvWriter) Close() error { return c.bw.Flush() }
 
 // jsonWriter writes one JSON object per row, keys in column order, values
-// as Arrow marshals them (GetOneForMarshal: timestamps as text, bytes as
-// base64, nested values as JSON).
+// as encoding/json marshals Arrow's GetOneForMarshal (timestamps as text,
+// bytes as base64, nested values as JSON); see jsonText.
 type jsonWriter struct {
 	w      *bufio.Writer
 	schema *arrow.Schema
-	buf    bytes.Buffer
+	buf    []byte
+	names  [][]byte
+	cols   []textCol
 }
 
 func (j *jsonWriter) Write(rec arrow.RecordBatch) error {
-	cols := rec.Columns()
-	names := make([][]byte, len(cols))
-	for i, f := range j.schema.Fields() {
-		names[i], _ = json.Marshal(f.Name)
+	arrs := rec.Columns()
+	if j.names == nil {
+		for _, f := range j.schema.Fields() {
+			n, _ := json.Marshal(f.Name)
+			j.names = append(j.names, append(n, ':'))
+		}
+	}
+	j.cols = j.cols[:0]
+	for _, a := range arrs {
+		j.cols = append(j.cols, jsonText(a))
 	}
 	for r := 0; r < int(rec.NumRows()); r++ {
-		j.buf.Reset()
-		j.buf.WriteByte('{')
-		for c, col := range cols {
+		b := append(j.buf[:0], '{')
+		var err error
+		for c, col := range arrs {
 			if c > 0 {
-				j.buf.WriteByte(',')
+				b = append(b, ',')
 			}
-			j.buf.Write(names[c])
-			j.buf.WriteByte(':')
-			v, err := json.Marshal(col.GetOneForMarshal(r))
-			if err != nil {
+			b = append(b, j.names[c]...)
+			if col.IsNull(r) {
+				b = append(b, "null"...)
+				continue
+			}
+			if b, err = j.cols[c](b, r); err != nil {
 				return fmt.Errorf("column %s: %w", j.schema.Field(c).Name, err)
 			}
-			j.buf.Write(v)
 		}
-		j.buf.WriteString("}\n")
-		if _, err := j.w.Write(j.buf.Bytes()); err != nil {
+		b = append(b, '}', '\n')
+		j.buf = b
+		if _, err := j.w.Write(b); err != nil {
 			return err
 		}
 	}
@@ -518,3 +535,5 @@ func (e *encoder) abort(err error) {
 	<-e.done
 	e.obj.Abort(err)
 }
+
+func newBufWriter(w io.Writer) *bufio.Writer { return bufio.NewWriterSize(w, 256<<10) }
