@@ -31,8 +31,8 @@ type colBuf struct {
 	// far; data and offs then hold runRows copies (kept across resets).
 	run     string
 	runRows int
-	nulls int
-	n     int
+	nulls   int
+	n       int
 }
 
 func newColBuf(typ arrow.DataType) (*colBuf, bool) {

@@ -59,7 +59,9 @@ func csvText(a arrow.Array) textCol {
 	case *array.Int64:
 		return func(b []byte, i int) ([]byte, error) { return strconv.AppendInt(b, x.Value(i), 10), nil }
 	case *array.Float32:
-		return func(b []byte, i int) ([]byte, error) { return strconv.AppendFloat(b, float64(x.Value(i)), 'g', -1, 32), nil }
+		return func(b []byte, i int) ([]byte, error) {
+			return strconv.AppendFloat(b, float64(x.Value(i)), 'g', -1, 32), nil
+		}
 	case *array.Float64:
 		return func(b []byte, i int) ([]byte, error) { return strconv.AppendFloat(b, x.Value(i), 'g', -1, 64), nil }
 	case *array.Boolean:

@@ -342,6 +342,7 @@ func TestJSONSchemas(t *testing.T) {
 	checkSchema(t, "diff", "sfstate diff --json", runJSON("diff", sps[0], sps[0]), runJSON("diff", twin, twin, "--limit", "3"))
 	exportDir := filepath.Join(t.TempDir(), "export")
 	checkSchema(t, "export", "sfstate export --json", runJSON("export", sps[0], "--format", "jsonl", "--out", exportDir))
+	checkSchema(t, "bench-export", "sfstate bench export --json", runJSON("bench", "export", "--entries", "300", "--dir", t.TempDir()))
 	gcDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(gcDir, "sfstate-tmp-left-over"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
