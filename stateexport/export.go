@@ -116,6 +116,8 @@ type exporter struct {
 	// noColumnar reads every entry through the generic decoder (tests
 	// compare both paths).
 	noColumnar bool
+	// operator-state tables written, per operator id and state name
+	opTables map[string]map[string]*opTable
 }
 
 type stateRow struct {
@@ -175,7 +177,8 @@ func newExporter(ctx context.Context, sp *savepoint.Savepoint, out s3.Storage, o
 	} else if !s3.IsNotExist(err) {
 		return nil, fmt.Errorf("stateexport: %s: %w", joinKey(out, mkey), err)
 	}
-	e := &exporter{ctx: ctx, sp: sp, out: out, o: o, mem: o.Allocator, dirs: map[string]bool{OperatorsTable: true, StatesTable: true}}
+	e := &exporter{ctx: ctx, sp: sp, out: out, o: o, mem: o.Allocator, dirs: map[string]bool{OperatorsTable: true, StatesTable: true},
+		opTables: map[string]map[string]*opTable{}}
 	if e.mem == nil {
 		e.mem = memory.NewGoAllocator()
 	}
@@ -197,6 +200,13 @@ func (e *exporter) run() (*Manifest, error) {
 		}
 		if err := e.exportOperator(op, sum.Operators[i]); err != nil {
 			return nil, err
+		}
+		if o.Shard.All() || o.Shard.Index == 0 {
+			ts, err := e.exportOperatorState(op)
+			if err != nil {
+				return nil, err
+			}
+			e.opTables[op.ID.String()] = ts
 		}
 	}
 	if err := e.writeMetaTables(sum); err != nil {

@@ -84,9 +84,16 @@ func (e *exporter) writeMetaTables(sum *savepoint.Summary) error {
 				if e.o.State != "" && x.Name != e.o.State {
 					continue
 				}
-				rows = append(rows, &stateRow{op: os, operatorStateRows: true, rows: -1,
+				r := &stateRow{op: os, operatorStateRows: true, rows: -1,
 					sum:  savepoint.StateSummary{Name: x.Name, Kind: x.Mode, ValueType: x.Type, Entries: int64(x.Elements)},
-					note: "operator (non-keyed) state: listed only", kgFrom: -1, kgTo: -1})
+					note: "operator (non-keyed) state: no element read", kgFrom: -1, kgTo: -1}
+				if t := e.opTables[os.ID][x.Name]; t != nil {
+					r.table, r.rows, r.note = t.man.Name, t.rows, ""
+				}
+				if x.Partial != "" {
+					r.note = "serializer not read (" + x.Partial + "): elements exported as bytes"
+				}
+				rows = append(rows, r)
 			}
 		}
 	}
