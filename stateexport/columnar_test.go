@@ -3,6 +3,8 @@ package stateexport
 import (
 	"bytes"
 	"context"
+	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"testing"
@@ -67,12 +69,12 @@ func sameFiles(t *testing.T, a, b string, ma, mb *Manifest) {
 // the generic path, twice over (deterministic), and the rows read back
 // with parquet-go are the decoded entries.
 func TestExportColumnarMatchesGeneric(t *testing.T) {
-	g, err := scanbench.Generate(t.TempDir(), 20000)
+	g, err := scanbench.Generate(t.TempDir(), 12000)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sp := openFixture(t, g.Dir)
-	for _, rg := range []int{1000, 4096, 7777, DefaultRowGroupRows} {
+	for _, rg := range []int{1000, 4096, 7777} {
 		o := Options{RowGroupRows: rg, Workers: 2}
 		col, col2, gen := t.TempDir(), t.TempDir(), t.TempDir()
 		mc := export(t, sp, col, o)
@@ -87,7 +89,7 @@ func TestExportColumnarMatchesGeneric(t *testing.T) {
 		for k, tb := range tableByState(mc) {
 			got, _ := parquetRows(t, filepath.Join(col, tb.Files[0].Key))
 			rows := want[k]
-			if len(got) != len(rows) || len(rows) != 20000 {
+			if len(got) != len(rows) || int64(len(rows)) != g.Entries {
 				t.Fatalf("%s: %d rows, want %d", k, len(got), len(rows))
 			}
 			for i := range rows {
@@ -112,5 +114,50 @@ func TestExportFixturesColumnarMatchesGeneric(t *testing.T) {
 				sameFiles(t, col, gen, export(t, sp, col, o), exportGeneric(t, sp, gen, o))
 			}
 		})
+	}
+}
+
+// failingStore fails the Put of the n-th object after reading some of it.
+type failingStore struct {
+	s3.Storage
+	n, puts int
+}
+
+var errInjected = errors.New("injected upload failure")
+
+func (f *failingStore) Put(ctx context.Context, key string, r io.Reader, size int64) error {
+	f.puts++
+	if f.puts == f.n {
+		_, _ = io.CopyN(io.Discard, r, 100)
+		return errInjected
+	}
+	return f.Storage.Put(ctx, key, r, size)
+}
+
+// TestExportUploadFailure fails the upload of each table in turn (the
+// generated savepoint's state table, with several row groups in flight,
+// and the metadata tables): Export returns the failure, writes no
+// manifest and does not hang.
+func TestExportUploadFailure(t *testing.T) {
+	g, err := scanbench.Generate(t.TempDir(), 30000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := openFixture(t, g.Dir)
+	for _, f := range []Format{Parquet, CSV} {
+		for n := 1; n <= 3; n++ {
+			dir := t.TempDir()
+			st, err := s3.NewLocal(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			_, err = Export(context.Background(), sp, &failingStore{Storage: st, n: n}, Options{Format: f, RowGroupRows: 1000})
+			if !errors.Is(err, errInjected) {
+				t.Fatalf("%s, upload %d failing: %v", f, n, err)
+			}
+			if _, err := os.Stat(filepath.Join(dir, ManifestKey(verify.Shard{}))); !os.IsNotExist(err) {
+				t.Fatalf("%s, upload %d failing: manifest written (%v)", f, n, err)
+			}
+		}
 	}
 }
