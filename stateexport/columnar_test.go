@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/parquet-go/parquet-go"
+
 	"github.com/sfstate/sfstate/internal/bench/scanbench"
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/s3"
@@ -159,5 +161,67 @@ func TestExportUploadFailure(t *testing.T) {
 				t.Fatalf("%s, upload %d failing: manifest written (%v)", f, n, err)
 			}
 		}
+	}
+}
+
+// TestExportParquetStatistics reads the column-chunk statistics of a
+// generated export (parquet-go, from the footer): every column of every
+// row group has its null count and, for the string columns, the minimum
+// and maximum of the values read back.
+func TestExportParquetStatistics(t *testing.T) {
+	g, err := scanbench.Generate(t.TempDir(), 9000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := openFixture(t, g.Dir)
+	dir := t.TempDir()
+	man := export(t, sp, dir, Options{RowGroupRows: 4000})
+	for _, tb := range tableByState(man) {
+		path := filepath.Join(dir, tb.Files[0].Key)
+		rows, names := parquetRows(t, path)
+		f, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := f.Stat()
+		pf, err := parquet.OpenFile(f, fi.Size())
+		if err != nil {
+			t.Fatal(err)
+		}
+		md := pf.Metadata()
+		if len(md.RowGroups) != 3 {
+			t.Fatalf("%d row groups, want 3", len(md.RowGroups))
+		}
+		start := 0
+		for _, rg := range md.RowGroups {
+			n := int(rg.NumRows)
+			for c, cc := range rg.Columns {
+				st := cc.MetaData.Statistics
+				var nulls int64
+				var lo, hi string
+				for _, r := range rows[start : start+n] {
+					if r[c] == nil {
+						nulls++
+						continue
+					}
+					if s, ok := r[c].(string); ok {
+						if lo == "" || s < lo {
+							lo = s
+						}
+						if s > hi {
+							hi = s
+						}
+					}
+				}
+				if st.NullCount != nulls {
+					t.Errorf("%s row group at %d: %d nulls, statistics say %d", names[c], start, nulls, st.NullCount)
+				}
+				if hi != "" && (string(st.MinValue) != lo || string(st.MaxValue) != hi) {
+					t.Errorf("%s row group at %d: min/max %q %q, statistics say %q %q", names[c], start, lo, hi, st.MinValue, st.MaxValue)
+				}
+			}
+			start += n
+		}
+		f.Close()
 	}
 }

@@ -1,6 +1,7 @@
 package stateexport
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"io"
@@ -9,6 +10,8 @@ import (
 	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/arrow/flight"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/file"
@@ -31,6 +34,9 @@ type flatParquetWriter struct {
 	// definition levels (reused)
 	ctxs []context.Context
 	defs [][]int16
+	// dict marks the dictionary-encoded string columns, which are handed
+	// to the column writer as Arrow dictionary arrays (dictStrings)
+	dict []*stringDict
 }
 
 // flatSchema reports whether every field of schema is a primitive that
@@ -46,7 +52,7 @@ func flatSchema(schema *arrow.Schema) bool {
 	return true
 }
 
-func newFlatParquetWriter(schema *arrow.Schema, w io.Writer, props *parquet.WriterProperties) (*flatParquetWriter, error) {
+func newFlatParquetWriter(schema *arrow.Schema, w io.Writer, props *parquet.WriterProperties, dict []string) (*flatParquetWriter, error) {
 	arrProps := pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema())
 	pqschema, err := pqarrow.ToParquet(schema, props, arrProps)
 	if err != nil {
@@ -69,6 +75,14 @@ func newFlatParquetWriter(schema *arrow.Schema, w io.Writer, props *parquet.Writ
 		p.ctxs = append(p.ctxs, pqarrow.NewArrowWriteContext(context.Background(), &p.arrProps))
 	}
 	p.defs = make([][]int16, schema.NumFields())
+	p.dict = make([]*stringDict, schema.NumFields())
+	for _, name := range dict {
+		for i, f := range schema.Fields() {
+			if f.Name == name && (f.Type.ID() == arrow.STRING || f.Type.ID() == arrow.BINARY) {
+				p.dict[i] = &stringDict{}
+			}
+		}
+	}
 	return p, nil
 }
 
@@ -143,7 +157,102 @@ func (p *flatParquetWriter) writeColumn(rgw file.BufferedRowGroupWriter, i int, 
 		}
 		p.defs[i] = def
 	}
+	if d := p.dict[i]; d != nil && a.Len() <= maxDictRows {
+		da := d.encode(a)
+		defer da.Release()
+		return pqarrow.WriteArrowToColumn(p.ctxs[i], cw, da, def, nil, nullable)
+	}
 	return pqarrow.WriteArrowToColumn(p.ctxs[i], cw, a, def, nil, nullable)
+}
+
+// maxDictRows bounds the row groups whose dictionary string columns go
+// through stringDict: up to 2^18 rows the dictionary indices (at most 16
+// bits wide for a dictionary of 2^16 values, and wider dictionaries fall
+// back to plain) fit one data page, which gets the page statistics the
+// writer computes for a dictionary array.
+const maxDictRows = 1 << 18
+
+// stringDict turns a string or binary column into an Arrow dictionary
+// array (int32 indices in first-occurrence order, as the Parquet
+// dictionary encoder numbers values). The Parquet writer then takes the
+// dictionary and indices as they are instead of hashing every value
+// through an interface conversion (an allocation per value).
+type stringDict struct {
+	ids  map[string]int32
+	idx  []int32
+	vals [][]byte
+}
+
+func (d *stringDict) encode(a arrow.Array) arrow.Array {
+	if d.ids == nil {
+		d.ids = map[string]int32{}
+	}
+	clear(d.ids)
+	d.vals = d.vals[:0]
+	n := a.Len()
+	if cap(d.idx) < n {
+		d.idx = make([]int32, n)
+	}
+	idx := d.idx[:n]
+	var value func(i int) []byte
+	if b, ok := a.(*array.Binary); ok {
+		value = b.Value
+	} else {
+		s := a.(*array.String)
+		offs, data := s.ValueOffsets(), s.ValueBytes()
+		value = func(i int) []byte { return data[offs[i]-offs[0] : offs[i+1]-offs[0]] }
+	}
+	var last []byte
+	lastID := int32(-1)
+	for i := 0; i < n; i++ {
+		if a.IsNull(i) {
+			idx[i] = 0
+			continue
+		}
+		v := value(i)
+		if lastID >= 0 && bytes.Equal(v, last) {
+			idx[i] = lastID
+			continue
+		}
+		id, ok := d.ids[string(v)]
+		if !ok {
+			id = int32(len(d.vals))
+			d.ids[string(v)] = id
+			d.vals = append(d.vals, v)
+		}
+		idx[i], last, lastID = id, v, id
+	}
+	var dict arrow.Array
+	if a.DataType().ID() == arrow.BINARY {
+		bb := array.NewBinaryBuilder(memory.DefaultAllocator, arrow.BinaryTypes.Binary)
+		bb.AppendValues(d.vals, nil)
+		dict = bb.NewArray()
+		bb.Release()
+	} else {
+		sb := array.NewStringBuilder(memory.DefaultAllocator)
+		for _, v := range d.vals {
+			sb.BinaryBuilder.Append(v)
+		}
+		dict = sb.NewArray()
+		sb.Release()
+	}
+	defer dict.Release()
+	ad := a.Data()
+	indices := array.NewData(arrow.PrimitiveTypes.Int32, n,
+		[]*memory.Buffer{ad.Buffers()[0], memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(idx))}, nil, a.NullN(), 0)
+	defer indices.Release()
+	if ad.Offset() != 0 && ad.Buffers()[0] != nil {
+		// The validity bits of a sliced array start mid-buffer: copy them.
+		bits := make([]byte, (n+7)/8)
+		for i := 0; i < n; i++ {
+			if a.IsValid(i) {
+				bits[i>>3] |= 1 << (i & 7)
+			}
+		}
+		indices.Buffers()[0] = memory.NewBufferBytes(bits)
+	}
+	typ := &arrow.DictionaryType{IndexType: arrow.PrimitiveTypes.Int32, ValueType: a.DataType()}
+	return array.NewDictionaryArray(typ, array.MakeFromData(indices), dict)
 }
 
 func (p *flatParquetWriter) Close() error { return p.wr.Close() }

@@ -89,9 +89,10 @@ func newRecordWriter(f Format, w io.Writer, schema *arrow.Schema, c Compression,
 		if err != nil {
 			return nil, err
 		}
-		props := parquetProperties(schema, codec, first)
+		dict := dictionaryColumns(schema, first)
+		props := parquetProperties(schema, codec, dict)
 		if flatSchema(schema) {
-			return newFlatParquetWriter(schema, w, props)
+			return newFlatParquetWriter(schema, w, props, dict)
 		}
 		fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 		if err != nil {
@@ -124,10 +125,10 @@ func newRecordWriter(f Format, w io.Writer, schema *arrow.Schema, c Compression,
 // compression codec, statistics on, row groups as cut by the exporter (one
 // per record batch), and dictionary encoding for the top-level columns
 // where it pays: those whose first record batch repeats its values
-// (dictionaryColumns). Dictionaries of mostly distinct columns (ids, time
+// (dict, see dictionaryColumns). Dictionaries of mostly distinct columns (ids, time
 // stamps, counters) only cost hashing before the writer falls back to
 // plain pages, in every row group.
-func parquetProperties(schema *arrow.Schema, codec compress.Compression, first arrow.RecordBatch) *parquet.WriterProperties {
+func parquetProperties(schema *arrow.Schema, codec compress.Compression, dict []string) *parquet.WriterProperties {
 	opts := []parquet.WriterProperty{
 		parquet.WithCompression(codec),
 		parquet.WithStats(true),
@@ -140,7 +141,7 @@ func parquetProperties(schema *arrow.Schema, codec compress.Compression, first a
 		// plain encoded; higher levels cost more time than they save bytes.
 		opts = append(opts, parquet.WithCompressionLevel(zstdLevel))
 	}
-	for _, p := range dictionaryColumns(schema, first) {
+	for _, p := range dict {
 		opts = append(opts, parquet.WithDictionaryFor(p, true))
 	}
 	return parquet.NewWriterProperties(opts...)
