@@ -9,6 +9,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/parquet-go/parquet-go"
 
 	"github.com/sfstate/sfstate/internal/bench/scanbench"
@@ -222,6 +226,77 @@ func TestExportParquetStatistics(t *testing.T) {
 			}
 			start += n
 		}
+		f.Close()
+	}
+}
+
+// TestFlatParquetWriterMatchesPqarrow: the parallel writer of flat tables
+// (columns encoded and pages compressed concurrently, dictionary string
+// columns handed over as dictionary arrays) writes the bytes
+// pqarrow.FileWriter writes for the same record batches and properties.
+func TestFlatParquetWriterMatchesPqarrow(t *testing.T) {
+	g, err := scanbench.Generate(t.TempDir(), 9000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := openFixture(t, g.Dir)
+	dir := t.TempDir()
+	man := export(t, sp, dir, Options{Format: Arrow, RowGroupRows: 4000})
+	for _, tb := range tableByState(man) {
+		f, err := os.Open(filepath.Join(dir, tb.Files[0].Key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := ipc.NewFileReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var recs []arrow.RecordBatch
+		for i := 0; i < r.NumRecords(); i++ {
+			rec, err := r.RecordBatch(i)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Retain()
+			recs = append(recs, rec)
+		}
+		schema := r.Schema()
+		if !flatSchema(schema) || len(recs) != 3 {
+			t.Fatalf("%s: %d batches, flat %v", tb.Name, len(recs), flatSchema(schema))
+		}
+		for _, c := range []compress.Compression{compress.Codecs.Zstd, compress.Codecs.Snappy, compress.Codecs.Uncompressed} {
+			dict := dictionaryColumns(schema, recs[0])
+			var flat, ref bytes.Buffer
+			fw, err := newFlatParquetWriter(schema, &flat, parquetProperties(schema, c, dict), dict)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pw, err := pqarrow.NewFileWriter(schema, &ref, parquetProperties(schema, c, dict), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, rec := range recs {
+				if err := fw.Write(rec); err != nil {
+					t.Fatal(err)
+				}
+				if err := pw.Write(rec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := fw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := pw.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if len(dict) == 0 || !bytes.Equal(flat.Bytes(), ref.Bytes()) {
+				t.Errorf("%s %v: flat writer %d bytes, pqarrow %d bytes (dictionary columns %v)", tb.Name, c, flat.Len(), ref.Len(), dict)
+			}
+		}
+		for _, rec := range recs {
+			rec.Release()
+		}
+		r.Close()
 		f.Close()
 	}
 }

@@ -160,9 +160,44 @@ func (p *flatParquetWriter) writeColumn(rgw file.BufferedRowGroupWriter, i int, 
 	if d := p.dict[i]; d != nil && a.Len() <= maxDictRows {
 		da := d.encode(a)
 		defer da.Release()
-		return pqarrow.WriteArrowToColumn(p.ctxs[i], cw, da, def, nil, nullable)
+		err = pqarrow.WriteArrowToColumn(p.ctxs[i], cw, da, def, nil, nullable)
+	} else {
+		err = pqarrow.WriteArrowToColumn(p.ctxs[i], cw, a, def, nil, nullable)
 	}
-	return pqarrow.WriteArrowToColumn(p.ctxs[i], cw, a, def, nil, nullable)
+	if err != nil {
+		return err
+	}
+	return flushPages(cw, a.Len())
+}
+
+// pageFlusher is implemented by the column writers of package file.
+type pageFlusher interface {
+	FlushCurrentPage() error
+	FlushBufferedDataPages() error
+}
+
+// flushPages builds (encodes and compresses) the column's pending data
+// page now, on the column's goroutine, instead of in the row group's
+// Close, which closes the columns one after the other. Without an active
+// dictionary, FlushBufferedDataPages writes the pages to the column's
+// in-memory buffer as Close would. With one, the pages must stay behind
+// the dictionary page Close writes first: FlushCurrentPage only builds the
+// page and keeps it buffered — called when the page certainly holds values
+// (n rows, at most maxDictRows: dictionary indices of so few rows stay
+// below the data page size, so no page was cut during the write).
+func flushPages(cw file.ColumnChunkWriter, n int) error {
+	f, ok := cw.(pageFlusher)
+	if !ok || n == 0 {
+		return nil
+	}
+	switch cw.CurrentEncoder().Encoding() {
+	case parquet.Encodings.PlainDict, parquet.Encodings.RLEDict:
+		if n <= maxDictRows {
+			return f.FlushCurrentPage()
+		}
+		return nil
+	}
+	return f.FlushBufferedDataPages()
 }
 
 // maxDictRows bounds the row groups whose dictionary string columns go
