@@ -183,6 +183,11 @@ func keyedHeaderEndIn(h *KeyGroupsHandle, size int64) int64 {
 
 // operatorHeaderEnd is the smallest state offset of an operator state
 // handle (0 when there is none): the header ends there.
+// OperatorHeaderEnd returns the smallest positive offset of the states of
+// oh: where the operator-state header of its stream ends at the latest
+// (see keyed.ReadOperatorHeaderWithin), 0 when no state has one.
+func OperatorHeaderEnd(oh *OperatorHandle) int64 { return operatorHeaderEnd(oh) }
+
 func operatorHeaderEnd(oh *OperatorHandle) int64 {
 	var end int64
 	for _, m := range oh.States {

@@ -10,7 +10,8 @@ import (
 	"github.com/sfstate/sfstate/internal/bench/scanbench"
 )
 
-// BenchmarkExport exports a generated savepoint of SQL rows (BIGINT and
+// BenchmarkExport (`sfstate bench export` is the full comparison, with CPU
+// time and every format) exports a generated savepoint of SQL rows (BIGINT and
 // STRING key; BIGINT, DOUBLE, STRING, TIMESTAMP(3), INT, BOOLEAN value;
 // SFSTATE_EXPORT_BENCH_ENTRIES entries, default 200000) with the page
 // cache dropped before each round, next to a cold raw read of the same
@@ -51,7 +52,7 @@ func BenchmarkExport(b *testing.B) {
 		}
 		report(b)
 	})
-	for _, f := range []Format{Parquet, Arrow, CSV} {
+	for _, f := range []Format{Parquet, Arrow, CSV, JSONL} {
 		b.Run(string(f)+"-cold", func(b *testing.B) {
 			resetPeak()
 			for i := 0; i < b.N; i++ {

@@ -113,6 +113,11 @@ type exporter struct {
 	dirs map[string]bool
 	// rows of the _states table
 	states []*stateRow
+	// noColumnar reads every entry through the generic decoder (tests
+	// compare both paths).
+	noColumnar bool
+	// operator-state tables written, per operator id and state name
+	opTables map[string]map[string]*opTable
 }
 
 type stateRow struct {
@@ -130,6 +135,16 @@ type stateRow struct {
 // root of out, then the manifest (ManifestKey) with PutIfAbsent. It fails
 // before reading any state when the manifest already exists.
 func Export(ctx context.Context, sp *savepoint.Savepoint, out s3.Storage, o Options) (*Manifest, error) {
+	e, err := newExporter(ctx, sp, out, &o)
+	if err != nil {
+		return nil, err
+	}
+	return e.run()
+}
+
+// newExporter checks and completes o and that no export is at out yet.
+func newExporter(ctx context.Context, sp *savepoint.Savepoint, out s3.Storage, op *Options) (*exporter, error) {
+	o := *op
 	if o.Format == "" {
 		o.Format = Parquet
 	}
@@ -162,7 +177,8 @@ func Export(ctx context.Context, sp *savepoint.Savepoint, out s3.Storage, o Opti
 	} else if !s3.IsNotExist(err) {
 		return nil, fmt.Errorf("stateexport: %s: %w", joinKey(out, mkey), err)
 	}
-	e := &exporter{ctx: ctx, sp: sp, out: out, o: o, mem: o.Allocator, dirs: map[string]bool{OperatorsTable: true, StatesTable: true}}
+	e := &exporter{ctx: ctx, sp: sp, out: out, o: o, mem: o.Allocator, dirs: map[string]bool{OperatorsTable: true, StatesTable: true},
+		opTables: map[string]map[string]*opTable{}}
 	if e.mem == nil {
 		e.mem = memory.NewGoAllocator()
 	}
@@ -170,6 +186,13 @@ func Export(ctx context.Context, sp *savepoint.Savepoint, out s3.Storage, o Opti
 	if o.Format == Parquet || (o.Format == Arrow && o.Compression == Zstd) {
 		e.man.Compression = o.Compression
 	}
+	return e, nil
+}
+
+// run exports and writes the manifest.
+func (e *exporter) run() (*Manifest, error) {
+	ctx, sp, out, o := e.ctx, e.sp, e.out, e.o
+	mkey := ManifestKey(o.Shard)
 	sum := savepoint.Summarize(sp)
 	for i, op := range sp.Meta.Operators {
 		if o.Operator != "" && sp.FindOperator(o.Operator) != op {
@@ -177,6 +200,13 @@ func Export(ctx context.Context, sp *savepoint.Savepoint, out s3.Storage, o Opti
 		}
 		if err := e.exportOperator(op, sum.Operators[i]); err != nil {
 			return nil, err
+		}
+		if o.Shard.All() || o.Shard.Index == 0 {
+			ts, err := e.exportOperatorState(op)
+			if err != nil {
+				return nil, err
+			}
+			e.opTables[op.ID.String()] = ts
 		}
 	}
 	if err := e.writeMetaTables(sum); err != nil {
@@ -237,38 +267,78 @@ func sanitize(s string) string {
 	return out
 }
 
-// table is one state table being written.
+// table is one state table being written. Rows reach it on the decoding
+// goroutine, either as columnar batches (copied into a colSet) or entry by
+// entry (appended to rb); each full row group is handed to the table's
+// encoder goroutine, so decoding and encoding overlap.
 type table struct {
-	man     *ManifestTable
-	layout  *stateLayout
-	rb      *array.RecordBuilder
-	rw      recordWriter
-	obj     *object
+	man    *ManifestTable
+	layout *stateLayout
+	schema *arrow.Schema
+	rb     *array.RecordBuilder
+	enc    *encoder
+	// pending rows in rb
 	pending int
 	rows    int64
 	row     *stateRow
+	// Columnar path: cplan is nil when the layout has a column it does not
+	// fill; cur is the row group being filled.
+	cplan *columnarPlan
+	cur   *colSet
 }
 
-func (e *exporter) openTable(name string, schema *arrow.Schema) (*object, recordWriter, error) {
+func (e *exporter) openTable(name string, schema *arrow.Schema) *encoder {
 	key := name + "/" + PartName(e.o.Shard, e.o.Format)
 	obj := openObject(e.ctx, e.out, key)
-	rw, err := newRecordWriter(e.o.Format, obj, schema, e.o.Compression)
-	if err != nil {
-		obj.Abort(err)
-		return nil, nil, fmt.Errorf("stateexport: %s: %w", key, err)
-	}
-	return obj, rw, nil
+	return startEncoder(key, obj, schema, e.o)
 }
 
+// flush hands the buffered rows to the encoder as one row group.
 func (t *table) flush() error {
-	if t.pending == 0 {
-		return nil
+	var err error
+	switch {
+	case t.cur != nil && t.cur.n > 0:
+		rec := t.cur.record(t.schema)
+		err = t.enc.write(rec, t.cur)
+		t.cur = nil
+	case t.pending > 0:
+		rec := t.rb.NewRecordBatch()
+		t.pending = 0
+		err = t.enc.write(rec, nil)
 	}
-	rec := t.rb.NewRecordBatch()
-	defer rec.Release()
-	t.pending = 0
-	if err := t.rw.Write(rec); err != nil {
+	if err != nil {
 		return fmt.Errorf("stateexport: table %s: %w", t.man.Name, err)
+	}
+	return nil
+}
+
+// appendBatch appends a columnar batch, cutting row groups at
+// RowGroupRows.
+func (t *table) appendBatch(op string, b *savepoint.ColumnBatch, maxRows int) error {
+	if t.pending > 0 {
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	if t.cur != nil && t.cur.n > 0 && int64(t.cur.stringBytes())+b.Bytes > 1<<31-1 {
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	n := b.Len()
+	for lo := 0; lo < n; {
+		if t.cur == nil {
+			t.cur = t.enc.set()
+		}
+		hi := min(n, lo+maxRows-t.cur.n)
+		t.cplan.appendBatch(t.cur, op, b, lo, hi)
+		t.rows += int64(hi - lo)
+		lo = hi
+		if t.cur.n >= maxRows || t.cur.bigStrings() {
+			if err := t.flush(); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -279,13 +349,9 @@ func (t *table) close() error {
 		return err
 	}
 	t.rb.Release()
-	if err := t.rw.Close(); err != nil {
-		t.obj.Abort(err)
-		return fmt.Errorf("stateexport: table %s: %w", t.man.Name, err)
-	}
-	w, err := t.obj.Close()
+	w, err := t.enc.close()
 	if err != nil {
-		return err
+		return fmt.Errorf("stateexport: table %s: %w", t.man.Name, err)
 	}
 	t.man.Files = append(t.man.Files, w)
 	return nil
@@ -293,7 +359,7 @@ func (t *table) close() error {
 
 func (t *table) abort(err error) {
 	t.rb.Release()
-	t.obj.Abort(err)
+	t.enc.abort(err)
 }
 
 // operatorHeaders reads the keyed-state header of every subtask file of
@@ -374,17 +440,29 @@ func (e *exporter) exportOperator(op *savepoint.OperatorState, os *savepoint.Ope
 			Mode: keyed.ModeDecode, ReuseValues: true, Workers: e.o.Workers, Progress: e.o.Progress,
 		}
 		opID := op.ID.String()
-		err := e.sp.WalkKeyed(e.ctx, so, func(ke *savepoint.KeyedEntry) error {
-			t := tables[ke.State.Name]
+		tableFor := func(hdr *keyed.Header, m *keyed.StateMeta) (*table, error) {
+			t := tables[m.Name]
 			if t == nil {
 				var err error
-				if t, err = e.newStateTable(op, os, ke.Header, ke.State, from, to); err != nil {
-					return err
+				if t, err = e.newStateTable(op, os, hdr, m, from, to); err != nil {
+					return nil, err
 				}
-				tables[ke.State.Name] = t
+				tables[m.Name] = t
 				order = append(order, t)
 			}
-			_, err := t.layout.appendEntry(t.rb, opID, ke, func() error {
+			return t, nil
+		}
+		onEntry := func(ke *savepoint.KeyedEntry) error {
+			t, err := tableFor(ke.Header, ke.State)
+			if err != nil {
+				return err
+			}
+			if t.cur != nil && t.cur.n > 0 {
+				if err := t.flush(); err != nil {
+					return err
+				}
+			}
+			_, err = t.layout.appendEntry(t.rb, opID, ke, func() error {
 				t.pending++
 				t.rows++
 				if t.pending >= e.o.RowGroupRows {
@@ -401,7 +479,40 @@ func (e *exporter) exportOperator(op *savepoint.OperatorState, os *savepoint.Ope
 			r.sum.Bytes += int64(len(ke.KeyBytes) + len(ke.ValueBytes))
 			noteTTL(r, ke)
 			return nil
-		})
+		}
+		var err error
+		if columnarReadable(op) && !e.noColumnar {
+			var one savepoint.KeyedEntry
+			var ent keyed.Entry
+			err = e.sp.ScanColumns(e.ctx, so, func(b *savepoint.ColumnBatch) error {
+				t, err := tableFor(b.Header, b.State)
+				if err != nil {
+					return err
+				}
+				if t.cplan == nil || !t.cplan.fits(t.schema, b) {
+					// Row by row through the generic path.
+					for i := 0; i < b.Len(); i++ {
+						batchEntry(&one, &ent, b, i)
+						if err := onEntry(&one); err != nil {
+							return err
+						}
+					}
+					return nil
+				}
+				if err := t.appendBatch(opID, b, e.o.RowGroupRows); err != nil {
+					return err
+				}
+				r := t.row
+				r.sum.Entries += int64(b.Len())
+				r.sum.Bytes += b.Bytes
+				if b.Values != nil && b.Values.TTL != nil {
+					noteTTLs(r, b.Values.TTL)
+				}
+				return nil
+			}, onEntry)
+		} else {
+			err = e.sp.WalkKeyed(e.ctx, so, onEntry)
+		}
 		if errors.Is(err, savepoint.ErrNativeLayout) {
 			abortAll(err)
 			for _, t := range order {
@@ -429,6 +540,52 @@ func (e *exporter) exportOperator(op *savepoint.OperatorState, os *savepoint.Ope
 		e.man.Tables = append(e.man.Tables, t.man)
 	}
 	return nil
+}
+
+// columnarReadable reports whether every subtask of op holds its keyed
+// state in a key-groups handle (or none), which ScanColumns reads;
+// changelog handles are read by WalkKeyed.
+func columnarReadable(op *savepoint.OperatorState) bool {
+	for _, st := range op.Subtasks {
+		switch st.ManagedKeyed.(type) {
+		case nil, *savepoint.KeyGroupsHandle:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// batchEntry fills ke (backed by ent) with entry i of a columnar batch in
+// the generic decoder's form.
+func batchEntry(ke *savepoint.KeyedEntry, ent *keyed.Entry, b *savepoint.ColumnBatch, i int) {
+	*ent = keyed.Entry{KeyGroup: b.KeyGroup, State: b.State, Offset: -1, BlockPos: -1, Key: b.Key(i), Namespace: serde.Void{}, Value: b.Value(i)}
+	if tv, ok := ent.Value.(*serde.TTLValue); ok {
+		ent.Value = tv.Value
+		ts := tv.LastAccess
+		ent.TTLTimestamp = &ts
+	}
+	if tm, ok := ent.Value.(*serde.Timer); ok {
+		ent.Key, ent.Namespace = tm.Key, tm.Namespace
+	}
+	*ke = savepoint.KeyedEntry{Operator: b.Operator, Subtask: b.Subtask, File: b.File, Header: b.Header, Entry: ent}
+}
+
+// noteTTLs widens the TTL range of r by the timestamps ts.
+func noteTTLs(r *stateRow, ts []int64) {
+	if len(ts) == 0 {
+		return
+	}
+	lo, hi := ts[0], ts[0]
+	for _, t := range ts[1:] {
+		lo, hi = min(lo, t), max(hi, t)
+	}
+	if r.ttlMin == nil || lo < *r.ttlMin {
+		r.ttlMin = &lo
+	}
+	if r.ttlMax == nil || hi > *r.ttlMax {
+		r.ttlMax = &hi
+	}
 }
 
 func noteTTL(r *stateRow, ke *savepoint.KeyedEntry) {
@@ -462,10 +619,7 @@ func (e *exporter) newStateTable(op *savepoint.OperatorState, os *savepoint.Oper
 		return nil, fmt.Errorf("stateexport: operator %s: %w", op.ID, err)
 	}
 	name := e.tableName(op, m.Name)
-	obj, rw, err := e.openTable(name, layout.schema)
-	if err != nil {
-		return nil, err
-	}
+	enc := e.openTable(name, layout.schema)
 	cols := make([]string, layout.schema.NumFields())
 	for i, f := range layout.schema.Fields() {
 		cols[i] = f.Name
@@ -477,10 +631,11 @@ func (e *exporter) newStateTable(op *savepoint.OperatorState, os *savepoint.Oper
 	t := &table{
 		man:    &ManifestTable{Name: name, Operator: op.ID.String(), State: m.Name, Kind: row.sum.Kind, Columns: cols},
 		layout: layout,
+		schema: layout.schema,
 		rb:     array.NewRecordBuilder(e.mem, layout.schema),
-		rw:     rw,
-		obj:    obj,
+		enc:    enc,
 		row:    row,
+		cplan:  columnarPlanFor(layout),
 	}
 	return t, nil
 }

@@ -42,34 +42,25 @@ func writeMetaTable[R any](e *exporter, name string, cols []metaColumn[R], rows 
 		names[i] = c.name
 	}
 	schema := arrow.NewSchema(fields, nil)
-	obj, rw, err := e.openTable(name, schema)
-	if err != nil {
-		return err
-	}
+	enc := e.openTable(name, schema)
 	rb := array.NewRecordBuilder(e.mem, schema)
 	defer rb.Release()
 	for _, r := range rows {
 		for i, c := range cols {
 			if err := c.node.app(rb.Field(i), c.get(r)); err != nil {
 				err = fmt.Errorf("stateexport: table %s column %s: %w", name, c.name, err)
-				obj.Abort(err)
+				enc.abort(err)
 				return err
 			}
 		}
 	}
-	rec := rb.NewRecordBatch()
-	defer rec.Release()
-	if err := rw.Write(rec); err != nil {
-		obj.Abort(err)
+	if err := enc.write(rb.NewRecordBatch(), nil); err != nil {
+		enc.abort(err)
 		return fmt.Errorf("stateexport: table %s: %w", name, err)
 	}
-	if err := rw.Close(); err != nil {
-		obj.Abort(err)
-		return fmt.Errorf("stateexport: table %s: %w", name, err)
-	}
-	w, err := obj.Close()
+	w, err := enc.close()
 	if err != nil {
-		return err
+		return fmt.Errorf("stateexport: table %s: %w", name, err)
 	}
 	e.man.Tables = append(e.man.Tables, &ManifestTable{Name: name, Rows: int64(len(rows)), Columns: names, Files: []s3.Written{w}})
 	return nil
@@ -93,9 +84,16 @@ func (e *exporter) writeMetaTables(sum *savepoint.Summary) error {
 				if e.o.State != "" && x.Name != e.o.State {
 					continue
 				}
-				rows = append(rows, &stateRow{op: os, operatorStateRows: true, rows: -1,
+				r := &stateRow{op: os, operatorStateRows: true, rows: -1,
 					sum:  savepoint.StateSummary{Name: x.Name, Kind: x.Mode, ValueType: x.Type, Entries: int64(x.Elements)},
-					note: "operator (non-keyed) state: listed only", kgFrom: -1, kgTo: -1})
+					note: "operator (non-keyed) state: no element read", kgFrom: -1, kgTo: -1}
+				if t := e.opTables[os.ID][x.Name]; t != nil {
+					r.table, r.rows, r.note = t.man.Name, t.rows, ""
+				}
+				if x.Partial != "" {
+					r.note = "serializer not read (" + x.Partial + "): elements exported as bytes"
+				}
+				rows = append(rows, r)
 			}
 		}
 	}

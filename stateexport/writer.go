@@ -2,14 +2,14 @@ package stateexport
 
 import (
 	"bufio"
-	"bytes"
 	"context"
-	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/parquet"
 	"github.com/apache/arrow-go/v18/parquet/compress"
@@ -79,28 +79,21 @@ type recordWriter interface {
 	Close() error
 }
 
-func newRecordWriter(f Format, w io.Writer, schema *arrow.Schema, c Compression) (recordWriter, error) {
+// newRecordWriter opens a writer of format f on w. first is the first
+// record batch to be written (nil: none); Parquet column encodings are
+// chosen from it (see parquetProperties).
+func newRecordWriter(f Format, w io.Writer, schema *arrow.Schema, c Compression, first arrow.RecordBatch) (recordWriter, error) {
 	switch f {
 	case Parquet:
 		codec, err := c.codec()
 		if err != nil {
 			return nil, err
 		}
-		opts := []parquet.WriterProperty{
-			parquet.WithCompression(codec),
-			parquet.WithStats(true),
-			// Dictionaries pay for strings and bytes (operator ids, names,
-			// enum-like values); numbers and times, mostly distinct in
-			// state, only cost the hashing.
-			parquet.WithDictionaryDefault(false),
-			// Row groups are cut by the exporter (one per record batch).
-			parquet.WithMaxRowGroupLength(1 << 40),
-			parquet.WithCreatedBy("sfstate export"),
+		dict := dictionaryColumns(schema, first)
+		props := parquetProperties(schema, codec, dict)
+		if flatSchema(schema) {
+			return newFlatParquetWriter(schema, w, props, dict)
 		}
-		for _, p := range dictionaryColumns(schema) {
-			opts = append(opts, parquet.WithDictionaryFor(p, true))
-		}
-		props := parquet.NewWriterProperties(opts...)
 		fw, err := pqarrow.NewFileWriter(schema, w, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
 		if err != nil {
 			return nil, err
@@ -123,22 +116,130 @@ func newRecordWriter(f Format, w io.Writer, schema *arrow.Schema, c Compression)
 	case CSV:
 		return newCSVWriter(w, schema)
 	case JSONL:
-		return &jsonWriter{w: bufio.NewWriterSize(w, 64<<10), schema: schema}, nil
+		return &jsonWriter{w: bufio.NewWriterSize(w, 256<<10), schema: schema}, nil
 	}
 	return nil, fmt.Errorf("stateexport: unknown format %q", f)
 }
 
-// dictionaryColumns lists the dotted Parquet paths of the top-level string
-// and binary columns.
-func dictionaryColumns(schema *arrow.Schema) []string {
+// parquetProperties are the Parquet writer properties of a table: page
+// compression codec, statistics on, row groups as cut by the exporter (one
+// per record batch), and dictionary encoding for the top-level columns
+// where it pays: those whose first record batch repeats its values
+// (dict, see dictionaryColumns). Dictionaries of mostly distinct columns (ids, time
+// stamps, counters) only cost hashing before the writer falls back to
+// plain pages, in every row group.
+func parquetProperties(schema *arrow.Schema, codec compress.Compression, dict []string) *parquet.WriterProperties {
+	opts := []parquet.WriterProperty{
+		parquet.WithCompression(codec),
+		parquet.WithStats(true),
+		parquet.WithDictionaryDefault(false),
+		parquet.WithMaxRowGroupLength(1 << 40),
+		parquet.WithCreatedBy("sfstate export"),
+	}
+	if codec == compress.Codecs.Zstd {
+		// zstd's fastest level: pages are small and already dictionary or
+		// plain encoded; higher levels cost more time than they save bytes.
+		opts = append(opts, parquet.WithCompressionLevel(zstdLevel))
+	}
+	for _, p := range dict {
+		opts = append(opts, parquet.WithDictionaryFor(p, true))
+	}
+	return parquet.NewWriterProperties(opts...)
+}
+
+// zstdLevel is the zstd level of Parquet pages (see parquetProperties).
+var zstdLevel = 1
+
+// dictSample is the number of leading rows dictionaryColumns looks at.
+const dictSample = 8192
+
+// dictionaryColumns lists the top-level primitive columns of schema to
+// dictionary-encode: string and binary columns when first is nil (no
+// rows to judge by), else the columns with at most one distinct value per
+// four of the first dictSample rows of first.
+func dictionaryColumns(schema *arrow.Schema, first arrow.RecordBatch) []string {
 	var out []string
-	for _, f := range schema.Fields() {
-		switch f.Type.ID() {
-		case arrow.STRING, arrow.BINARY:
+	for i, f := range schema.Fields() {
+		if first == nil {
+			switch f.Type.ID() {
+			case arrow.STRING, arrow.BINARY:
+				out = append(out, f.Name)
+			}
+			continue
+		}
+		if repeats(first.Column(i)) {
 			out = append(out, f.Name)
 		}
 	}
 	return out
+}
+
+// repeats reports whether the first dictSample values of a repeat enough
+// for a dictionary (at most one distinct value per four).
+func repeats(a arrow.Array) bool {
+	n := min(a.Len(), dictSample)
+	if n == 0 {
+		return false
+	}
+	limit := n / 4
+	switch x := a.(type) {
+	case *array.String:
+		seen := map[string]struct{}{}
+		for i := 0; i < n; i++ {
+			if !x.IsNull(i) {
+				seen[x.Value(i)] = struct{}{}
+				if len(seen) > limit {
+					return false
+				}
+			}
+		}
+		return true
+	case *array.Binary:
+		seen := map[string]struct{}{}
+		for i := 0; i < n; i++ {
+			if !x.IsNull(i) {
+				seen[string(x.Value(i))] = struct{}{}
+				if len(seen) > limit {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	w := 0
+	switch a.DataType().ID() {
+	case arrow.INT8:
+		w = 1
+	case arrow.INT16:
+		w = 2
+	case arrow.INT32, arrow.DATE32, arrow.TIME32, arrow.FLOAT32:
+		w = 4
+	case arrow.INT64, arrow.TIMESTAMP, arrow.FLOAT64, arrow.TIME64, arrow.DATE64:
+		w = 8
+	default:
+		return false // booleans, decimals, nested types
+	}
+	d := a.Data()
+	bufs := d.Buffers()
+	if len(bufs) < 2 || bufs[1] == nil {
+		return false
+	}
+	b := bufs[1].Bytes()[d.Offset()*w:]
+	seen := map[uint64]struct{}{}
+	for i := 0; i < n; i++ {
+		if a.IsNull(i) {
+			continue
+		}
+		var v uint64
+		for k := 0; k < w; k++ {
+			v |= uint64(b[i*w+k]) << (8 * k)
+		}
+		seen[v] = struct{}{}
+		if len(seen) > limit {
+			return false
+		}
+	}
+	return true
 }
 
 type parquetWriter struct{ fw *pqarrow.FileWriter }
@@ -150,85 +251,104 @@ func (p *parquetWriter) Write(rec arrow.RecordBatch) error {
 
 func (p *parquetWriter) Close() error { return p.fw.Close() }
 
-// csvWriter writes a header line and one line per row; nested and binary
-// values are rendered by Arrow's ValueStr (JSON for nested values, base64
-// for bytes), nulls as empty fields.
+// csvWriter writes a header line and one line per row; values as Arrow's
+// ValueStr renders them (JSON for nested values, base64 for bytes), nulls
+// as empty fields, quoted as encoding/csv quotes fields (csvText).
 type csvWriter struct {
-	bw *bufio.Writer
-	cw *csv.Writer
+	bw   *bufio.Writer
+	line []byte
+	cols []textCol
 }
 
 func newCSVWriter(w io.Writer, schema *arrow.Schema) (*csvWriter, error) {
-	bw := bufio.NewWriterSize(w, 64<<10)
-	cw := csv.NewWriter(bw)
-	hdr := make([]string, schema.NumFields())
+	bw := bufio.NewWriterSize(w, 256<<10)
+	var line []byte
 	for i, f := range schema.Fields() {
-		hdr[i] = f.Name
+		if i > 0 {
+			line = append(line, ',')
+		}
+		line = appendCSVField(line, f.Name)
 	}
-	if err := cw.Write(hdr); err != nil {
+	line = append(line, '\n')
+	if _, err := bw.Write(line); err != nil {
 		return nil, err
 	}
-	return &csvWriter{bw: bw, cw: cw}, nil
+	return &csvWriter{bw: bw}, nil
 }
 
 func (c *csvWriter) Write(rec arrow.RecordBatch) error {
-	row := make([]string, rec.NumCols())
-	cols := rec.Columns()
+	arrs := rec.Columns()
+	c.cols = c.cols[:0]
+	for _, a := range arrs {
+		c.cols = append(c.cols, csvText(a))
+	}
 	for r := 0; r < int(rec.NumRows()); r++ {
-		for j, col := range cols {
+		line := c.line[:0]
+		var err error
+		for j, col := range arrs {
+			if j > 0 {
+				line = append(line, ',')
+			}
 			if col.IsNull(r) {
-				row[j] = ""
-			} else {
-				row[j] = col.ValueStr(r)
+				continue
+			}
+			if line, err = c.cols[j](line, r); err != nil {
+				return err
 			}
 		}
-		if err := c.cw.Write(row); err != nil {
+		line = append(line, '\n')
+		c.line = line
+		if _, err := c.bw.Write(line); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *csvWriter) Close() error {
-	c.cw.Flush()
-	if err := c.cw.Error(); err != nil {
-		return err
-	}
-	return c.bw.Flush()
-}
+func (c *csvWriter) Close() error { return c.bw.Flush() }
 
 // jsonWriter writes one JSON object per row, keys in column order, values
-// as Arrow marshals them (GetOneForMarshal: timestamps as text, bytes as
-// base64, nested values as JSON).
+// as encoding/json marshals Arrow's GetOneForMarshal (timestamps as text,
+// bytes as base64, nested values as JSON); see jsonText.
 type jsonWriter struct {
 	w      *bufio.Writer
 	schema *arrow.Schema
-	buf    bytes.Buffer
+	buf    []byte
+	names  [][]byte
+	cols   []textCol
 }
 
 func (j *jsonWriter) Write(rec arrow.RecordBatch) error {
-	cols := rec.Columns()
-	names := make([][]byte, len(cols))
-	for i, f := range j.schema.Fields() {
-		names[i], _ = json.Marshal(f.Name)
+	arrs := rec.Columns()
+	if j.names == nil {
+		for _, f := range j.schema.Fields() {
+			n, _ := json.Marshal(f.Name)
+			j.names = append(j.names, append(n, ':'))
+		}
+	}
+	j.cols = j.cols[:0]
+	for _, a := range arrs {
+		j.cols = append(j.cols, jsonText(a))
 	}
 	for r := 0; r < int(rec.NumRows()); r++ {
-		j.buf.Reset()
-		j.buf.WriteByte('{')
-		for c, col := range cols {
+		b := append(j.buf[:0], '{')
+		var err error
+		for c, col := range arrs {
 			if c > 0 {
-				j.buf.WriteByte(',')
+				b = append(b, ',')
 			}
-			j.buf.Write(names[c])
-			j.buf.WriteByte(':')
-			v, err := json.Marshal(col.GetOneForMarshal(r))
-			if err != nil {
+			b = append(b, j.names[c]...)
+			if col.IsNull(r) {
+				b = append(b, "null"...)
+				continue
+			}
+			if b, err = j.cols[c](b, r); err != nil {
 				return fmt.Errorf("column %s: %w", j.schema.Field(c).Name, err)
 			}
-			j.buf.Write(v)
 		}
-		j.buf.WriteString("}\n")
-		if _, err := j.w.Write(j.buf.Bytes()); err != nil {
+		b = append(b, '}', '\n')
+		j.buf = b
+		if _, err := j.w.Write(b); err != nil {
 			return err
 		}
 	}
@@ -288,3 +408,133 @@ func (o *object) Abort(err error) {
 	o.pw.CloseWithError(err)
 	<-o.done
 }
+
+// encoder writes the row groups of one table file on a goroutine of its
+// own: the decoding goroutine hands it whole record batches (write) and
+// goes on decoding. Record batches are written in the order handed over,
+// so the file's bytes do not depend on timing. Columnar row groups come
+// with their colSet, which the encoder resets and returns for reuse once
+// the batch is written; at most two exist per table (one being filled,
+// one being written), which bounds memory.
+type encoder struct {
+	key    string
+	obj    *object
+	schema *arrow.Schema
+	o      Options
+	jobs   chan encJob
+	done   chan struct{}
+	free   chan *colSet
+	sets   int
+	closed bool
+	rw     recordWriter
+
+	mu  sync.Mutex
+	err error
+}
+
+type encJob struct {
+	rec arrow.RecordBatch
+	set *colSet
+}
+
+// maxColSets is the number of colSets per table.
+const maxColSets = 2
+
+func startEncoder(key string, obj *object, schema *arrow.Schema, o Options) *encoder {
+	e := &encoder{key: key, obj: obj, schema: schema, o: o, jobs: make(chan encJob, 1), done: make(chan struct{}), free: make(chan *colSet, maxColSets)}
+	go e.run()
+	return e
+}
+
+func (e *encoder) run() {
+	defer close(e.done)
+	for j := range e.jobs {
+		if e.failed() == nil {
+			if err := e.writeRecord(j.rec); err != nil {
+				e.mu.Lock()
+				e.err = err
+				e.mu.Unlock()
+			}
+		}
+		j.rec.Release()
+		if j.set != nil {
+			j.set.reset()
+			e.free <- j.set
+		}
+	}
+}
+
+func (e *encoder) writeRecord(rec arrow.RecordBatch) error {
+	if e.rw == nil {
+		rw, err := newRecordWriter(e.o.Format, e.obj, e.schema, e.o.Compression, rec)
+		if err != nil {
+			return err
+		}
+		e.rw = rw
+	}
+	return e.rw.Write(rec)
+}
+
+func (e *encoder) failed() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.err
+}
+
+// set returns an empty colSet, waiting for the encoder to release one
+// when both are in use.
+func (e *encoder) set() *colSet {
+	select {
+	case s := <-e.free:
+		return s
+	default:
+	}
+	if e.sets < maxColSets {
+		e.sets++
+		return newColSet(e.schema)
+	}
+	return <-e.free
+}
+
+// write hands rec (and the colSet its arrays point into, or nil) to the
+// encoder; it returns the encoder's first error, if any.
+func (e *encoder) write(rec arrow.RecordBatch, set *colSet) error {
+	if err := e.failed(); err != nil {
+		rec.Release()
+		return err
+	}
+	e.jobs <- encJob{rec: rec, set: set}
+	return nil
+}
+
+// close waits for the row groups handed over, finishes the file and the
+// upload.
+func (e *encoder) close() (s3.Written, error) {
+	e.closed = true
+	close(e.jobs)
+	<-e.done
+	err := e.err
+	if err == nil && e.rw == nil {
+		e.rw, err = newRecordWriter(e.o.Format, e.obj, e.schema, e.o.Compression, nil)
+	}
+	if err == nil {
+		err = e.rw.Close()
+	}
+	if err != nil {
+		e.obj.Abort(err)
+		return s3.Written{}, fmt.Errorf("%s: %w", e.key, err)
+	}
+	return e.obj.Close()
+}
+
+// abort stops the encoder; nothing is published.
+func (e *encoder) abort(err error) {
+	if !e.closed {
+		e.closed = true
+		close(e.jobs)
+	}
+	<-e.done
+	e.obj.Abort(err)
+}
+
+func newBufWriter(w io.Writer) *bufio.Writer { return bufio.NewWriterSize(w, 256<<10) }

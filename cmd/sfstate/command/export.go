@@ -17,16 +17,18 @@ import (
 func init() {
 	Register(&cli.Command{
 		Name:      "export",
-		Usage:     "write keyed state as typed tables (Parquet, Arrow IPC, CSV or JSON lines)",
+		Usage:     "write keyed and operator state as typed tables (Parquet, Arrow IPC, CSV or JSON lines)",
 		ArgsUsage: "SAVEPOINT --out DIR|s3://bucket/prefix",
-		Description: `Decodes the keyed state of a canonical savepoint or checkpoint and writes
-one table per operator and state under --out (DIR/<operator>.<state>/part-i-of-n.<ext>),
+		Description: `Decodes the keyed and operator state of a canonical savepoint or checkpoint
+and writes one table per operator and state under --out (DIR/<operator>.<state>/part-i-of-n.<ext>),
 plus _operators and _states tables and a manifest (_manifest.json, written last:
 a dataset with a manifest is complete). Columns are typed from the serializer
 snapshots: SQL rows give one column per field, timestamps keep their precision,
 decimals their precision and scale; what cannot be typed is exported as bytes
-with the serializer class in the field metadata. --shard i/n exports one share
-of the key groups, so parallel jobs write one dataset. See docs/export.md.`,
+with the serializer class in the field metadata. Operator state (list, union and
+broadcast states) gives one row per element or map entry. --shard i/n exports one
+share of the key groups, so parallel jobs write one dataset (operator state goes
+to shard 0). See docs/export.md.`,
 		Flags: []cli.Flag{
 			&cli.StringFlag{Name: "out", Usage: "output directory or s3://bucket/prefix", Required: true},
 			&cli.StringFlag{Name: "format", Value: "parquet", Usage: "parquet, arrow (IPC file), csv or jsonl"},
@@ -34,7 +36,7 @@ of the key groups, so parallel jobs write one dataset. See docs/export.md.`,
 			&cli.IntFlag{Name: "row-group-rows", Value: stateexport.DefaultRowGroupRows, Usage: "rows per Parquet row group / Arrow record batch (bounds memory)"},
 			&cli.StringFlag{Name: "shard", Usage: "export only shard `i/n` of every operator's key groups"},
 			&cli.StringFlag{Name: "operator", Usage: "only this operator (id, uid or name)"},
-			&cli.StringFlag{Name: "state", Usage: "only this keyed state name"},
+			&cli.StringFlag{Name: "state", Usage: "only this state name (keyed or operator state)"},
 			&cli.IntFlag{Name: "workers", Usage: "goroutines decoding the key groups of a file (0 = one per core)"},
 			savepointS3EndpointFlag,
 		},

@@ -347,6 +347,7 @@ func TestJSONSchemas(t *testing.T) {
 		runJSON("diff", twin, rekeyed, "--memory", "1KiB", "--temp-dir", t.TempDir()))
 	exportDir := filepath.Join(t.TempDir(), "export")
 	checkSchema(t, "export", "sfstate export --json", runJSON("export", sps[0], "--format", "jsonl", "--out", exportDir))
+	checkSchema(t, "bench-export", "sfstate bench export --json", runJSON("bench", "export", "--entries", "300", "--dir", t.TempDir()))
 	gcDir := t.TempDir()
 	if err := os.WriteFile(filepath.Join(gcDir, "sfstate-tmp-left-over"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
