@@ -14,10 +14,6 @@ import (
 type (
 	// GroupKey identifies one (operator, state, key group).
 	GroupKey = digest.GroupKey
-	// Hash is an order-independent 128-bit multiset hash.
-	Hash = digest.Hash
-	// Group is the digest of one (operator, state, key group).
-	Group = digest.Group
 	// StateInfo describes one keyed state of an operator.
 	StateInfo = digest.StateInfo
 	// OperatorInfo describes one operator with keyed state.
