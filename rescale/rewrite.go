@@ -457,9 +457,9 @@ func (w *rewriter) verify(src, dst *savepoint.OperatorState, want *digest.Digest
 	id := src.ID.String()
 	for s := range states {
 		a, b := want.Total(id, s), got.Total(id, s)
-		if a.Entries != b.Entries || a.Sum != b.Sum || a.TTLEntries != b.TTLEntries {
+		if a.Entries != b.Entries || a.Hash != b.Hash || a.TTLEntries != b.TTLEntries {
 			return fmt.Errorf("rescale: operator %s state %q changed in rewriting: %d entries before, %d after (digests %x / %x); nothing published",
-				id, s, a.Entries, b.Entries, a.Sum, b.Sum)
+				id, s, a.Entries, b.Entries, a.Hash, b.Hash)
 		}
 		w.res.Entries += a.Entries
 	}

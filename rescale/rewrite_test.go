@@ -182,7 +182,7 @@ func TestFixtureRekey(t *testing.T) {
 				}
 				for _, k := range want.Keys() {
 					a, b := want.Total(k.Operator, k.State), got.Total(k.Operator, k.State)
-					if a.Entries != b.Entries || a.Sum != b.Sum {
+					if a.Entries != b.Entries || a.Hash != b.Hash {
 						t.Fatalf("%+v: operator %s state %s: %d entries -> %d", c, k.Operator, k.State, a.Entries, b.Entries)
 					}
 				}

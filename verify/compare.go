@@ -8,6 +8,7 @@ import (
 	"sort"
 
 	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/digest"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
@@ -54,7 +55,7 @@ func Compare(src, dst *Digest) []Difference {
 			}
 		}
 	}
-	sort.Slice(ks, func(i, j int) bool { return ks[i].less(ks[j]) })
+	sort.Slice(ks, func(i, j int) bool { return ks[i].Less(ks[j]) })
 	var out []Difference
 	for _, k := range ks {
 		a, b := src.Groups[k], dst.Groups[k]
@@ -66,7 +67,7 @@ func Compare(src, dst *Digest) []Difference {
 		case a == nil:
 			out = append(out, Difference{GroupKey: k, Field: "unexpected", Source: "none", Target: fmt.Sprintf("%d entries", b.Entries)})
 		default:
-			if f, x, y := a.diff(b); f != "" {
+			if f, x, y := a.FirstDifference(b); f != "" {
 				out = append(out, Difference{GroupKey: k, Field: f, Source: x, Target: y})
 			}
 		}
@@ -88,7 +89,7 @@ type sampleEntry struct {
 // rendering (multiset). ok is false when the group is too large.
 func groupEntries(ctx context.Context, sp *savepoint.Savepoint, k GroupKey, keep func(*keyed.Entry) bool) (map[string][]sampleEntry, bool, error) {
 	out := map[string][]sampleEntry{}
-	var h hasher
+	var h digest.Hasher
 	n := 0
 	err := sp.WalkKeyed(ctx, savepoint.ScanOptions{
 		Operator: k.Operator, State: k.State, KeyGroupFrom: k.KeyGroup, KeyGroupTo: k.KeyGroup, Mode: keyed.ModeDecode,
@@ -103,7 +104,7 @@ func groupEntries(ctx context.Context, sp *savepoint.Savepoint, k GroupKey, keep
 		if n > maxSampleEntries {
 			return savepoint.StopWalk
 		}
-		ident, full := h.entry(e.Entry)
+		ident, full := h.Encode(e.Entry)
 		js, err := json.Marshal(entryView{Key: e.Key, Namespace: e.Namespace, UserKey: e.UserKey, Value: e.Value, TTL: e.TTLTimestamp})
 		if err != nil {
 			js = fmt.Appendf(nil, "%v", e.Value)

@@ -23,7 +23,9 @@
 // split, parallelism and byte-level encoding do not matter and duplicates do
 // not cancel. A difference names the operator, state and key group and the
 // first field that differs, and shows the first differing entries decoded
-// side by side.
+// side by side. The digest model (Digest, Group, the entry hash, its JSON
+// form) is package savepoint/digest's; verify names its types for its
+// reports.
 //
 // With a TTL and a time (TTLCheck), the source is also digested as Flink
 // would return it at that time (an entry is expired when lastAccess + ttl

@@ -13,6 +13,7 @@ import (
 	"github.com/sfstate/sfstate/rescale"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/digest"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
@@ -87,7 +88,7 @@ func convertNative(ctx context.Context, src *savepoint.Savepoint, tempDir string
 	// States per native operator, from the handles' meta-state headers.
 	var mu sync.Mutex
 	states := map[string]map[string]StateInfo{}
-	var h hasher
+	var h digest.Hasher
 	observe := func(op *savepoint.OperatorState, nh *rescale.NativeHandle) func(*keyed.Entry) error {
 		id := op.ID.String()
 		mu.Lock()
@@ -110,7 +111,7 @@ func convertNative(ctx context.Context, src *savepoint.Savepoint, tempDir string
 				return nil
 			}
 			mu.Lock()
-			h.add(d, GroupKey{Operator: id, State: e.State.Name, KeyGroup: e.KeyGroup}, e.State, e, o.TTL)
+			h.Add(d, GroupKey{Operator: id, State: e.State.Name, KeyGroup: e.KeyGroup}, e.State, e, o.TTL)
 			mu.Unlock()
 			return nil
 		}

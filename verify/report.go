@@ -12,6 +12,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/sfstate/sfstate/savepoint/digest"
 )
 
 // WriteJSON writes the report with every digest.
@@ -53,7 +55,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(tw, strings.Join(hdr, "\t"))
 	for _, os := range r.states() {
-		var tot Group
+		var tot digest.Group
 		if r.Digest != nil {
 			tot = r.Digest.Total(os[0], os[1])
 		}

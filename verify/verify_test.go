@@ -15,6 +15,7 @@ import (
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/digest"
 	"github.com/sfstate/sfstate/savepoint/keyed"
 	"github.com/sfstate/sfstate/savepoint/serde"
 )
@@ -413,14 +414,14 @@ func TestListTTLLiveElements(t *testing.T) {
 	ttl := TTLCheck{TTLMillis: 100, NowMillis: 1000}
 	el := func(ts int64, v int32) any { return &serde.TTLValue{LastAccess: ts, Value: v} }
 	k := GroupKey{Operator: "op", State: "l", KeyGroup: 3}
-	var h hasher
+	var h digest.Hasher
 	d := NewDigest()
 	d.Live = NewDigest()
-	h.add(d, k, st, &keyed.Entry{Key: int64(1), Value: serde.List{el(950, 1), el(850, 2), el(990, 3)}}, ttl)
-	h.add(d, k, st, &keyed.Entry{Key: int64(2), Value: serde.List{el(100, 1)}}, ttl)
+	h.Add(d, k, st, &keyed.Entry{Key: int64(1), Value: serde.List{el(950, 1), el(850, 2), el(990, 3)}}, ttl)
+	h.Add(d, k, st, &keyed.Entry{Key: int64(2), Value: serde.List{el(100, 1)}}, ttl)
 	// What a backend returns at that time.
 	want := NewDigest()
-	h.add(want, k, st, &keyed.Entry{Key: int64(1), Value: serde.List{el(950, 1), el(990, 3)}}, TTLCheck{})
+	h.Add(want, k, st, &keyed.Entry{Key: int64(1), Value: serde.List{el(950, 1), el(990, 3)}}, TTLCheck{})
 	if diffs := Compare(want, d.Live); diffs != nil {
 		t.Fatalf("live digest differs from the live lists: %v", diffs)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/savepoint"
+	"github.com/sfstate/sfstate/savepoint/digest"
 	"github.com/sfstate/sfstate/verify"
 )
 
@@ -91,7 +92,7 @@ func sameDigestTimersAside(t *testing.T, want, got *verify.Digest, entries int64
 		gg := *g
 		if strings.Contains(k.State, "processing") {
 			timers++
-			w.Hash, gg.Hash = verify.Hash{}, verify.Hash{}
+			w.Hash, gg.Hash = digest.Hash{}, digest.Hash{}
 		} else {
 			exact++
 		}

@@ -1,4 +1,4 @@
-package verify
+package digest
 
 import (
 	"bytes"
@@ -27,7 +27,7 @@ func TestAppendValueDistinguishes(t *testing.T) {
 	}
 	seen := map[string]int{}
 	for i, v := range vals {
-		k := string(appendValue(nil, v))
+		k := string(AppendValue(nil, v))
 		if j, ok := seen[k]; ok {
 			t.Errorf("values %d (%#v) and %d (%#v) encode alike", i, v, j, vals[j])
 		}
@@ -36,7 +36,7 @@ func TestAppendValueDistinguishes(t *testing.T) {
 	// Map order does not matter.
 	a := serde.Map{{Key: "a", Value: int32(1)}, {Key: "b", Value: int32(2)}}
 	b := serde.Map{{Key: "b", Value: int32(2)}, {Key: "a", Value: int32(1)}}
-	if !bytes.Equal(appendValue(nil, a), appendValue(nil, b)) {
+	if !bytes.Equal(AppendValue(nil, a), AppendValue(nil, b)) {
 		t.Error("map order changes the encoding")
 	}
 }
