@@ -46,9 +46,9 @@ func timestampText(typ *arrow.TimestampType) (func(b []byte, v arrow.Timestamp) 
 	}, nil
 }
 
-// csvText returns the CSV formatter of column a: ValueStr's text, quoted
-// as encoding/csv quotes it.
-func csvText(a arrow.Array) textCol {
+// plainText returns the formatter of integer and boolean columns, whose
+// text is the same in CSV and JSON, or nil for other columns.
+func plainText(a arrow.Array) textCol {
 	switch x := a.(type) {
 	case *array.Int8:
 		return func(b []byte, i int) ([]byte, error) { return strconv.AppendInt(b, int64(x.Value(i)), 10), nil }
@@ -58,14 +58,25 @@ func csvText(a arrow.Array) textCol {
 		return func(b []byte, i int) ([]byte, error) { return strconv.AppendInt(b, int64(x.Value(i)), 10), nil }
 	case *array.Int64:
 		return func(b []byte, i int) ([]byte, error) { return strconv.AppendInt(b, x.Value(i), 10), nil }
+	case *array.Boolean:
+		return func(b []byte, i int) ([]byte, error) { return strconv.AppendBool(b, x.Value(i)), nil }
+	}
+	return nil
+}
+
+// csvText returns the CSV formatter of column a: ValueStr's text, quoted
+// as encoding/csv quotes it.
+func csvText(a arrow.Array) textCol {
+	if f := plainText(a); f != nil {
+		return f
+	}
+	switch x := a.(type) {
 	case *array.Float32:
 		return func(b []byte, i int) ([]byte, error) {
 			return strconv.AppendFloat(b, float64(x.Value(i)), 'g', -1, 32), nil
 		}
 	case *array.Float64:
 		return func(b []byte, i int) ([]byte, error) { return strconv.AppendFloat(b, x.Value(i), 'g', -1, 64), nil }
-	case *array.Boolean:
-		return func(b []byte, i int) ([]byte, error) { return strconv.AppendBool(b, x.Value(i)), nil }
 	case *array.String:
 		return func(b []byte, i int) ([]byte, error) { return appendCSVField(b, x.Value(i)), nil }
 	case *array.Binary:
@@ -131,21 +142,14 @@ func isSpace(r rune) bool {
 // jsonText returns the JSON formatter of column a: the JSON of its
 // GetOneForMarshal value as encoding/json writes it.
 func jsonText(a arrow.Array) textCol {
+	if f := plainText(a); f != nil {
+		return f
+	}
 	switch x := a.(type) {
-	case *array.Int8:
-		return func(b []byte, i int) ([]byte, error) { return strconv.AppendInt(b, int64(x.Value(i)), 10), nil }
-	case *array.Int16:
-		return func(b []byte, i int) ([]byte, error) { return strconv.AppendInt(b, int64(x.Value(i)), 10), nil }
-	case *array.Int32:
-		return func(b []byte, i int) ([]byte, error) { return strconv.AppendInt(b, int64(x.Value(i)), 10), nil }
-	case *array.Int64:
-		return func(b []byte, i int) ([]byte, error) { return strconv.AppendInt(b, x.Value(i), 10), nil }
 	case *array.Float32:
 		return func(b []byte, i int) ([]byte, error) { return appendJSONFloat(b, float64(x.Value(i)), 32) }
 	case *array.Float64:
 		return func(b []byte, i int) ([]byte, error) { return appendJSONFloat(b, x.Value(i), 64) }
-	case *array.Boolean:
-		return func(b []byte, i int) ([]byte, error) { return strconv.AppendBool(b, x.Value(i)), nil }
 	case *array.String:
 		return func(b []byte, i int) ([]byte, error) { return appendJSONString(b, x.Value(i)), nil }
 	case *array.Binary:
