@@ -15,10 +15,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/internal/fixtures"
 	"github.com/sfstate/sfstate/internal/testutil"
 	"github.com/sfstate/sfstate/migrate"
 	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/verify/restore"
 )
 
 // docNotRunnable lists the documented command lines this test does not run,
@@ -138,6 +140,24 @@ func TestDocExamples(t *testing.T) {
 	if _, err := migrate.GenerateCheckpoint(context.Background(), st, migrate.GenConfig{Keys: 50, Rows: 2000, Payload: 16, OtherEntries: 300, Seed: 1, WorkDir: t.TempDir()}); err != nil {
 		t.Fatal(err)
 	}
+	// JOB: a job directory holding an engine checkpoint (chk-7, taken with
+	// a schema, as `sfstate convert` needs).
+	job := filepath.Join(work, "job")
+	bes, schema, _, _, err := restore.GenerateBackends(restore.GenOptions{Keys: 200, Parallelism: 2, MaxParallelism: 64, Now: 1_750_000_000_000, TempDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jst, err := s3.NewLocal(job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = checkpoint.New(jst, checkpoint.Options{Schema: schema}).TakeSync(context.Background(), bes, 7)
+	for _, be := range bes {
+		be.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 	subst := []struct{ re, with string }{
 		{`\.\./shared/flink-fixtures`, fx},
 		{`\bSAVEPOINT\b`, sp},
@@ -145,6 +165,7 @@ func TestDocExamples(t *testing.T) {
 		{`\bCHECKPOINT\b`, chkStore},
 		{`\bSRC\b`, src},
 		{`\bDST\b`, filepath.Join(work, "dst")},
+		{`\bJOB\b`, job},
 	}
 	env := os.Environ()
 	needS3 := false
