@@ -31,17 +31,9 @@ func appendFlinkPart(dst []byte, t engine.Type, b []byte, what string) ([]byte, 
 			return dst, convErr("%s: %s namespace with %d bytes", what, t.Kind, len(b))
 		}
 		return append(dst, 0), nil
-	case engine.TypeLong:
-		if len(b) != 8 {
-			return dst, convErr("%s: long of %d bytes", what, len(b))
-		}
-	case engine.TypeInt:
-		if len(b) != 4 {
-			return dst, convErr("%s: int of %d bytes", what, len(b))
-		}
-	case engine.TypeTimeWindow:
-		if len(b) != 16 {
-			return dst, convErr("%s: time window of %d bytes", what, len(b))
+	case engine.TypeLong, engine.TypeInt, engine.TypeTimeWindow:
+		if err := checkFixedPart(t.Kind, b, what); err != nil {
+			return dst, err
 		}
 	case engine.TypeString:
 		if !utf8.Valid(b) {
@@ -60,6 +52,26 @@ func appendFlinkPart(dst []byte, t engine.Type, b []byte, what string) ([]byte, 
 	return append(dst, b...), nil
 }
 
+// checkFixedPart checks the length of a fixed-width part, whose engine and
+// Flink encodings are the same bytes: long 8, int 4, time window 16 (two
+// longs).
+func checkFixedPart(k engine.TypeKind, b []byte, what string) error {
+	var n int
+	var name string
+	switch k {
+	case engine.TypeLong:
+		n, name = 8, "long"
+	case engine.TypeInt:
+		n, name = 4, "int"
+	case engine.TypeTimeWindow:
+		n, name = 16, "time window"
+	}
+	if len(b) != n {
+		return convErr("%s: %s of %d bytes", what, name, len(b))
+	}
+	return nil
+}
+
 // parseFlinkPart is the inverse of appendFlinkPart: b must be exactly one
 // serialized part.
 func parseFlinkPart(dst []byte, t engine.Type, b []byte, what string) ([]byte, error) {
@@ -69,17 +81,9 @@ func parseFlinkPart(dst []byte, t engine.Type, b []byte, what string) ([]byte, e
 			return dst, convErr("%s: %s namespace is % x", what, t.Kind, b)
 		}
 		return dst, nil
-	case engine.TypeLong:
-		if len(b) != 8 {
-			return dst, convErr("%s: long of %d bytes", what, len(b))
-		}
-	case engine.TypeInt:
-		if len(b) != 4 {
-			return dst, convErr("%s: int of %d bytes", what, len(b))
-		}
-	case engine.TypeTimeWindow:
-		if len(b) != 16 {
-			return dst, convErr("%s: time window of %d bytes", what, len(b))
+	case engine.TypeLong, engine.TypeInt, engine.TypeTimeWindow:
+		if err := checkFixedPart(t.Kind, b, what); err != nil {
+			return dst, err
 		}
 	case engine.TypeString:
 		return appendStringValueUTF8(dst, b, what)
