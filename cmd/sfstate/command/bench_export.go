@@ -28,18 +28,9 @@ func init() {
 
 func runBenchExport(c *cli.Context) error {
 	g := GlobalsFrom(c)
-	n := int64(10_000_000)
-	if c.Bool("quick") {
-		n = 200_000
-	}
-	if c.IsSet("entries") {
-		n = c.Int64("entries")
-	}
-	if n <= 0 || n > 1<<32 {
-		return Failf(ExitUsage, "bench export: --entries %d out of range (1..2^32)", n)
-	}
-	if c.Int("rounds") < 1 || c.Int("rounds") > 100 {
-		return Failf(ExitUsage, "bench export: --rounds must be 1..100")
+	n, err := benchEntriesRounds(c, "export")
+	if err != nil {
+		return err
 	}
 	if c.Int("workers") < 0 || c.Int("workers") > 256 {
 		return Failf(ExitUsage, "bench export: --workers must be 0..256")

@@ -43,18 +43,9 @@ type BenchInspectLayout struct {
 
 func runBenchInspect(c *cli.Context) error {
 	g := GlobalsFrom(c)
-	n := int64(10_000_000)
-	if c.Bool("quick") {
-		n = 200_000
-	}
-	if c.IsSet("entries") {
-		n = c.Int64("entries")
-	}
-	if n <= 0 || n > 1<<32 {
-		return Failf(ExitUsage, "bench inspect: --entries %d out of range (1..2^32)", n)
-	}
-	if c.Int("rounds") < 1 || c.Int("rounds") > 100 {
-		return Failf(ExitUsage, "bench inspect: --rounds must be 1..100")
+	n, err := benchEntriesRounds(c, "inspect")
+	if err != nil {
+		return err
 	}
 	dir, err := os.MkdirTemp(c.String("dir"), "sfstate-bench-inspect-*")
 	if err != nil {
