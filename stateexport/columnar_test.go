@@ -265,32 +265,38 @@ func TestFlatParquetWriterMatchesPqarrow(t *testing.T) {
 			t.Fatalf("%s: %d batches, flat %v", tb.Name, len(recs), flatSchema(schema))
 		}
 		for _, c := range []compress.Compression{compress.Codecs.Zstd, compress.Codecs.Snappy, compress.Codecs.Uncompressed} {
-			dict := dictionaryColumns(schema, recs[0])
-			var flat, ref bytes.Buffer
-			fw, err := newFlatParquetWriter(schema, &flat, parquetProperties(schema, c, dict), dict)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pw, err := pqarrow.NewFileWriter(schema, &ref, parquetProperties(schema, c, dict), pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, rec := range recs {
-				if err := fw.Write(rec); err != nil {
+			for _, plain := range []bool{false, true} {
+				dict := dictionaryColumns(schema, recs[0])
+				props, err := parquetProperties(schema, c, dict, plain)
+				if err != nil {
 					t.Fatal(err)
 				}
-				if err := pw.Write(rec); err != nil {
+				var flat, ref bytes.Buffer
+				fw, err := newFlatParquetWriter(schema, &flat, props, dict)
+				if err != nil {
 					t.Fatal(err)
 				}
-			}
-			if err := fw.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if err := pw.Close(); err != nil {
-				t.Fatal(err)
-			}
-			if len(dict) == 0 || !bytes.Equal(flat.Bytes(), ref.Bytes()) {
-				t.Errorf("%s %v: flat writer %d bytes, pqarrow %d bytes (dictionary columns %v)", tb.Name, c, flat.Len(), ref.Len(), dict)
+				pw, err := pqarrow.NewFileWriter(schema, &ref, props, pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, rec := range recs {
+					if err := fw.Write(rec); err != nil {
+						t.Fatal(err)
+					}
+					if err := pw.Write(rec); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := fw.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if err := pw.Close(); err != nil {
+					t.Fatal(err)
+				}
+				if len(dict) == 0 || !bytes.Equal(flat.Bytes(), ref.Bytes()) {
+					t.Errorf("%s %v plain=%v: flat writer %d bytes, pqarrow %d bytes (dictionary columns %v)", tb.Name, c, plain, flat.Len(), ref.Len(), dict)
+				}
 			}
 		}
 		for _, rec := range recs {

@@ -49,7 +49,7 @@ func BenchmarkEncode(b *testing.B) {
 			b.SetBytes(g.DataBytes)
 			c0 := proc.CPU()
 			for i := 0; i < b.N; i++ {
-				rw, err := newRecordWriter(f, io.Discard, tb.schema, c, rec)
+				rw, err := newRecordWriter(f, io.Discard, tb.schema, c, false, rec)
 				if err != nil {
 					b.Fatal(err)
 				}

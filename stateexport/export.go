@@ -37,6 +37,11 @@ const (
 type Options struct {
 	Format      Format
 	Compression Compression
+	// PlainEncoding writes the Parquet columns that are not dictionary-
+	// encoded in PLAIN pages instead of DELTA_BINARY_PACKED (integers,
+	// dates, times, time stamps) and DELTA_BYTE_ARRAY (strings, binaries),
+	// for readers without the delta encodings (Spark before 3.3).
+	PlainEncoding bool
 	// RowGroupRows is the number of rows per row group / record batch
 	// (DefaultRowGroupRows when 0). Memory use grows with it: every table
 	// open at once buffers up to that many rows.

@@ -69,7 +69,7 @@ func TestSQLTypesKeepPrecision(t *testing.T) {
 		t.Errorf("RAW column has no serializer metadata: %v", got)
 	}
 	var buf bytes.Buffer
-	rw, err := newRecordWriter(Parquet, &buf, schema, Zstd, nil)
+	rw, err := newRecordWriter(Parquet, &buf, schema, Zstd, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,6 +33,7 @@ to shard 0). See docs/export.md.`,
 			&cli.StringFlag{Name: "out", Usage: "output directory or s3://bucket/prefix", Required: true},
 			&cli.StringFlag{Name: "format", Value: "parquet", Usage: "parquet, arrow (IPC file), csv or jsonl"},
 			&cli.StringFlag{Name: "compression", Value: "zstd", Usage: "Parquet compression: zstd, snappy or none (Arrow: zstd or none)"},
+			&cli.BoolFlag{Name: "plain-encoding", Usage: "Parquet: PLAIN pages instead of the delta encodings, for readers without them (Spark before 3.3)"},
 			&cli.IntFlag{Name: "row-group-rows", Value: stateexport.DefaultRowGroupRows, Usage: "rows per Parquet row group / Arrow record batch (bounds memory)"},
 			&cli.StringFlag{Name: "shard", Usage: "export only shard `i/n` of every operator's key groups"},
 			&cli.StringFlag{Name: "operator", Usage: "only this operator (id, uid or name)"},
@@ -55,7 +56,7 @@ func runExport(c *cli.Context) error {
 	}
 	o := stateexport.Options{
 		Format: f, Compression: stateexport.Compression(c.String("compression")), RowGroupRows: c.Int("row-group-rows"),
-		Operator: c.String("operator"), State: c.String("state"), Workers: c.Int("workers"),
+		PlainEncoding: c.Bool("plain-encoding"), Operator: c.String("operator"), State: c.String("state"), Workers: c.Int("workers"),
 	}
 	if f == stateexport.Arrow && o.Compression != stateexport.Zstd && o.Compression != stateexport.Uncompressed {
 		return Failf(ExitUsage, "--compression %q: Arrow IPC files take zstd or none", o.Compression)

@@ -4,7 +4,8 @@
 // BIGINT+STRING key and a six-field TTL value), one run measures the cold
 // raw read of the keyed file and the cold columnar full decode
 // (scanbench's phases, the yardsticks), then an export per format —
-// Parquet with zstd and with snappy, Arrow IPC, CSV and JSON lines — each
+// Parquet with zstd (delta encodings, and PLAIN pages as the baseline) and
+// with snappy, Arrow IPC, CSV and JSON lines — each
 // with the keyed file evicted from the page cache first. Per phase it
 // reports rows/s, MB/s of the keyed file, the ratio to the cold raw read,
 // CPU time and the peak resident set. `sfstate bench export` prints it.
@@ -32,6 +33,9 @@ import (
 type Case struct {
 	Format      stateexport.Format
 	Compression stateexport.Compression
+	// Plain exports Parquet with PLAIN pages (stateexport.Options.
+	// PlainEncoding), the layout before the delta encodings.
+	Plain bool
 }
 
 // Name is the phase name of the case ("parquet zstd", "csv", ...).
@@ -39,16 +43,20 @@ func (c Case) Name() string {
 	if c.Compression == "" || c.Compression == stateexport.Uncompressed && c.Format != stateexport.Parquet {
 		return string(c.Format)
 	}
+	if c.Plain {
+		return string(c.Format) + " " + string(c.Compression) + " plain"
+	}
 	return string(c.Format) + " " + string(c.Compression)
 }
 
 // Cases are the exports a run measures, in run order.
 var Cases = []Case{
-	{stateexport.Parquet, stateexport.Zstd},
-	{stateexport.Parquet, stateexport.Snappy},
-	{stateexport.Arrow, stateexport.Uncompressed},
-	{stateexport.CSV, ""},
-	{stateexport.JSONL, ""},
+	{Format: stateexport.Parquet, Compression: stateexport.Zstd},
+	{Format: stateexport.Parquet, Compression: stateexport.Zstd, Plain: true},
+	{Format: stateexport.Parquet, Compression: stateexport.Snappy},
+	{Format: stateexport.Arrow, Compression: stateexport.Uncompressed},
+	{Format: stateexport.CSV},
+	{Format: stateexport.JSONL},
 }
 
 // Options tune Run.
@@ -81,6 +89,8 @@ type Phase struct {
 	// Format and Compression of export phases (empty for the yardsticks).
 	Format      string `json:"format,omitempty"`
 	Compression string `json:"compression,omitempty"`
+	// PlainEncoding marks the Parquet export with PLAIN pages.
+	PlainEncoding bool `json:"plainEncoding,omitempty"`
 	// Cold is set when the keyed file was evicted from the page cache
 	// before each round; Cached is the share of it resident at the start
 	// of the reported round (mincore).
@@ -159,7 +169,7 @@ func Run(ctx context.Context, g *scanbench.Generated, o Options) (*Result, error
 		if o.Progress != nil {
 			o.Progress("export " + c.Name())
 		}
-		best := Phase{Name: "export " + c.Name(), Format: string(c.Format), Compression: string(c.Compression), Cold: cold, Seconds: math.Inf(1)}
+		best := Phase{Name: "export " + c.Name(), Format: string(c.Format), Compression: string(c.Compression), PlainEncoding: c.Plain, Cold: cold, Seconds: math.Inf(1)}
 		for range rounds {
 			out, err := os.MkdirTemp(filepath.Dir(g.Dir), "export-*")
 			if err != nil {
@@ -180,7 +190,7 @@ func Run(ctx context.Context, g *scanbench.Generated, o Options) (*Result, error
 			runtime.ReadMemStats(&ms0)
 			c0 := proc.CPU().Seconds()
 			t0 := time.Now()
-			man, err := export(ctx, sp, out, stateexport.Options{Format: c.Format, Compression: c.Compression, RowGroupRows: o.RowGroupRows, Workers: workers})
+			man, err := export(ctx, sp, out, stateexport.Options{Format: c.Format, Compression: c.Compression, PlainEncoding: c.Plain, RowGroupRows: o.RowGroupRows, Workers: workers})
 			sec := time.Since(t0).Seconds()
 			cpu := proc.CPU().Seconds() - c0
 			runtime.ReadMemStats(&ms1)
