@@ -16,6 +16,7 @@ import (
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/keyed"
+	"github.com/sfstate/sfstate/savepoint/native"
 	"github.com/sfstate/sfstate/savepoint/serde"
 	"github.com/sfstate/sfstate/verify"
 )
@@ -54,6 +55,16 @@ type Options struct {
 	// Workers decode the key groups of each file in parallel (see
 	// savepoint.ScanOptions.Workers; 0 = savepoint.DefaultWorkers()).
 	Workers int
+	// NativeReader, when set, reads the keyed state that Flink's RocksDB
+	// backend keeps in its native layout (incremental and native
+	// checkpoints and savepoints: SST files): each subtask's files are
+	// downloaded into a directory under TempDir, read with it (in cgo
+	// builds engine.ReadNativeDir; `sfstate export --deep`) and removed.
+	// Without it such operators are skipped with a note.
+	NativeReader native.DirReader
+	// TempDir is where NativeReader's download directories are made ("" =
+	// the system's).
+	TempDir string
 	// Progress, when set, is told about the key groups read.
 	Progress savepoint.Progress
 	// Allocator for Arrow buffers (nil = Go allocator).
@@ -411,12 +422,19 @@ func (e *exporter) exportOperator(op *savepoint.OperatorState, os *savepoint.Ope
 	if !hasKeyed {
 		return nil
 	}
+	var snap *native.Snapshot
 	if os.KeyedLayout == savepoint.LayoutNativeRocksDB {
-		e.note(fmt.Sprintf("operator %s: keyed state in the RocksDB native layout is not exported (convert the snapshot to the canonical format first)", op.ID))
-		return nil
+		var err error
+		if snap, err = e.openNative(op); snap == nil || err != nil {
+			return err
+		}
 	}
-	metas, hdrs, err := e.operatorHeaders(op)
-	if err != nil {
+	var metas []*keyed.StateMeta
+	var hdrs map[string]*keyed.Header
+	var err error
+	if snap != nil {
+		metas, hdrs = nativeHeaders(snap)
+	} else if metas, hdrs, err = e.operatorHeaders(op); err != nil {
 		return err
 	}
 	from, to := e.o.Shard.Range(int(op.MaxParallelism))
@@ -486,7 +504,9 @@ func (e *exporter) exportOperator(op *savepoint.OperatorState, os *savepoint.Ope
 			return nil
 		}
 		var err error
-		if columnarReadable(op) && !e.noColumnar {
+		if snap != nil {
+			err = e.walkNative(snap, op, from, to, onEntry)
+		} else if columnarReadable(op) && !e.noColumnar {
 			var one savepoint.KeyedEntry
 			var ent keyed.Entry
 			err = e.sp.ScanColumns(e.ctx, so, func(b *savepoint.ColumnBatch) error {

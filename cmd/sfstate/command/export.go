@@ -9,6 +9,7 @@ import (
 
 	"github.com/sfstate/sfstate/internal/progress"
 	"github.com/sfstate/sfstate/s3"
+	"github.com/sfstate/sfstate/savepoint/native"
 	"github.com/sfstate/sfstate/stateexport"
 	"github.com/sfstate/sfstate/verify"
 	"github.com/urfave/cli/v2"
@@ -39,11 +40,16 @@ to shard 0). See docs/export.md.`,
 			&cli.StringFlag{Name: "operator", Usage: "only this operator (id, uid or name)"},
 			&cli.StringFlag{Name: "state", Usage: "only this state name (keyed or operator state)"},
 			&cli.IntFlag{Name: "workers", Usage: "goroutines decoding the key groups of a file (0 = one per core)"},
+			&cli.BoolFlag{Name: "deep", Usage: "also read keyed state in Flink's RocksDB native layout (SST files, downloaded to a temporary directory; needs a build with RocksDB)"},
 			savepointS3EndpointFlag,
 		},
 		Action: runExport,
 	})
 }
+
+// nativeDirReader reads a RocksDB directory; set in builds with cgo
+// (native_cgo.go), nil otherwise.
+var nativeDirReader native.DirReader
 
 func runExport(c *cli.Context) error {
 	if c.NArg() != 1 {
@@ -63,6 +69,12 @@ func runExport(c *cli.Context) error {
 	}
 	if _, err := stateexport.ParseCompression(c.String("compression")); err != nil {
 		return Fail(ExitUsage, err)
+	}
+	if c.Bool("deep") {
+		if nativeDirReader == nil {
+			return Failf(ExitUnsupported, "export --deep: this sfstate was built without RocksDB support (CGO_ENABLED=0); rebuild with cgo to read native RocksDB state")
+		}
+		o.NativeReader = nativeDirReader
 	}
 	if o.RowGroupRows < 1 {
 		return Failf(ExitUsage, "--row-group-rows must be positive")
