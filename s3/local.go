@@ -216,6 +216,12 @@ func (l *Local) writeTemp(ctx context.Context, key, dst string, r io.Reader, siz
 		return "", l.wrap("mkdir", key, err)
 	}
 	f, err := os.CreateTemp(dir, tmpPrefix+"*")
+	for i := 0; i < 3 && errors.Is(err, fs.ErrNotExist); i++ {
+		// A concurrent Delete pruned the directory just made empty.
+		if err = os.MkdirAll(dir, 0o755); err == nil {
+			f, err = os.CreateTemp(dir, tmpPrefix+"*")
+		}
+	}
 	if err != nil {
 		return "", l.wrap("create", key, err)
 	}
@@ -308,7 +314,23 @@ func (l *Local) Delete(ctx context.Context, key string) error {
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
 		return l.wrap("delete", key, err)
 	}
+	l.pruneDirs(filepath.Dir(p))
 	return nil
+}
+
+// pruneDirs removes dir and its parents up to (not including) the root
+// while they are empty: as in an object store, a directory below the root
+// exists only while it holds objects, so deleting what a failed run wrote
+// leaves no empty table directories behind. A writer racing to fill one
+// again recreates it (writeTemp).
+func (l *Local) pruneDirs(dir string) {
+	root := filepath.Clean(l.root)
+	for i := 0; i < 64 && dir != root && strings.HasPrefix(dir, root+string(filepath.Separator)); i++ {
+		if os.Remove(dir) != nil { // not empty, gone, or not ours to remove
+			return
+		}
+		dir = filepath.Dir(dir)
+	}
 }
 
 // Copy duplicates srcKey to dstKey (a full, durable write).

@@ -27,7 +27,7 @@ func BenchmarkEncode(b *testing.B) {
 	var tb *table
 	err = sp.ScanColumns(context.Background(), savepoint.ScanOptions{KeyGroupTo: -1, Workers: 1}, func(cb *savepoint.ColumnBatch) error {
 		if tb == nil {
-			l, err := newStateLayout(cb.Header.KeySerializer, cb.State)
+			l, err := newStateLayout(cb.Header.KeySerializer, cb.State, nil)
 			if err != nil {
 				return err
 			}

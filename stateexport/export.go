@@ -50,6 +50,10 @@ type Options struct {
 	// Shard exports only the key groups of one shard (verify.Shard: the
 	// same split for every job of a run); the zero Shard is everything.
 	Shard verify.Shard
+	// FieldNames name the fields of SQL row and tuple parts (see
+	// ParseFieldNames); one that names no exported state fails the export
+	// before its manifest is written.
+	FieldNames []FieldNames
 	// Operator (id, uid or name) and State restrict the export.
 	Operator, State string
 	// Workers decode the key groups of each file in parallel (see
@@ -134,6 +138,8 @@ type exporter struct {
 	noColumnar bool
 	// operator-state tables written, per operator id and state name
 	opTables map[string]map[string]*opTable
+	// names are Options.FieldNames, resolved
+	names []*FieldNames
 }
 
 type stateRow struct {
@@ -187,6 +193,10 @@ func newExporter(ctx context.Context, sp *savepoint.Savepoint, out s3.Storage, o
 	if o.Operator != "" && sp.FindOperator(o.Operator) == nil {
 		return nil, fmt.Errorf("stateexport: %s: operator %q not found", sp.Name(), o.Operator)
 	}
+	names, err := resolveFieldNames(sp, o.FieldNames)
+	if err != nil {
+		return nil, err
+	}
 	mkey := ManifestKey(o.Shard)
 	if _, err := out.Stat(ctx, mkey); err == nil {
 		return nil, fmt.Errorf("stateexport: %s: %w: an export is already there", joinKey(out, mkey), s3.ErrExists)
@@ -194,7 +204,7 @@ func newExporter(ctx context.Context, sp *savepoint.Savepoint, out s3.Storage, o
 		return nil, fmt.Errorf("stateexport: %s: %w", joinKey(out, mkey), err)
 	}
 	e := &exporter{ctx: ctx, sp: sp, out: out, o: o, mem: o.Allocator, dirs: map[string]bool{OperatorsTable: true, StatesTable: true},
-		opTables: map[string]map[string]*opTable{}}
+		opTables: map[string]map[string]*opTable{}, names: names}
 	if e.mem == nil {
 		e.mem = memory.NewGoAllocator()
 	}
@@ -224,6 +234,9 @@ func (e *exporter) run() (*Manifest, error) {
 			}
 			e.opTables[op.ID.String()] = ts
 		}
+	}
+	if err := e.unusedFieldNames(); err != nil {
+		return nil, err
 	}
 	if err := e.writeMetaTables(sum); err != nil {
 		return nil, err
@@ -639,7 +652,7 @@ func noteTTL(r *stateRow, ke *savepoint.KeyedEntry) {
 }
 
 func (e *exporter) newStateTable(op *savepoint.OperatorState, os *savepoint.OperatorSummary, hdr *keyed.Header, m *keyed.StateMeta, from, to int) (*table, error) {
-	layout, err := newStateLayout(hdr.KeySerializer, m)
+	layout, err := newStateLayout(hdr.KeySerializer, m, e.fieldNames(op, m.Name))
 	if err != nil {
 		return nil, fmt.Errorf("stateexport: operator %s: %w", op.ID, err)
 	}

@@ -55,10 +55,15 @@ func newOpLayout(m *keyed.StateMeta) (*opLayout, error) {
 		{Name: ColMode, Type: arrow.BinaryTypes.String},
 		{Name: ColIndex, Type: arrow.PrimitiveTypes.Int32},
 	}
+	var err error
 	if m.Type == keyed.Broadcast {
-		l.key = flatten("key", m.Key)
+		if l.key, err = flatten(PartKey, m.Key, nil); err != nil {
+			return nil, err
+		}
 	}
-	l.value = flatten("value", m.Value)
+	if l.value, err = flatten(PartValue, m.Value, nil); err != nil {
+		return nil, err
+	}
 	if len(l.value) == 0 && m.Value == nil {
 		l.value = []column{{name: "value", node: binaryNode("<none>"), get: whole}}
 	}

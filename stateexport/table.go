@@ -21,6 +21,14 @@ const (
 	ColTTLTimestamp = "ttl_timestamp"
 )
 
+// Parts of an entry, the prefixes of their columns (FieldNames.Part).
+const (
+	PartKey       = "key"
+	PartNamespace = "namespace"
+	PartUserKey   = "user_key"
+	PartValue     = "value"
+)
+
 // column is one top-level data column of a state table: a part of an
 // entry (key, namespace, user key, value, timer) or one field of it.
 type column struct {
@@ -37,12 +45,20 @@ func whole(v serde.Value) (serde.Value, bool) { return v, true }
 // information (VoidNamespace, GlobalWindow) none, anything else one
 // column named prefix. A snapshot whose decoder is not supported gives one
 // binary column (the reader then hands the part's bytes as serde.Raw).
-func flatten(prefix string, s *serde.Snapshot) []column {
+// given, when set, names the fields of a SQL row or tuple part (whose
+// snapshots carry no names) instead of f0…fn: one name per field.
+func flatten(prefix string, s *serde.Snapshot, given []string) ([]column, error) {
 	if s == nil {
-		return nil
+		if given != nil {
+			return nil, fmt.Errorf("%s: --names given for a part the state does not have", prefix)
+		}
+		return nil, nil
 	}
 	if !serde.NewDecoder(s).Supported() {
-		return []column{{name: prefix, node: binaryNode(s.Class), get: whole}}
+		if given != nil {
+			return nil, fmt.Errorf("%s: --names given for %s, which is exported as bytes", prefix, s.Class)
+		}
+		return []column{{name: prefix, node: binaryNode(s.Class), get: whole}}, nil
 	}
 	s = unwrapSnapshot(s)
 	field := func(i int, fields func(serde.Value) ([]serde.Value, bool)) func(serde.Value) (serde.Value, bool) {
@@ -89,11 +105,23 @@ func flatten(prefix string, s *serde.Snapshot) []column {
 			return pojoFields(v)
 		}
 	default:
+		if given != nil {
+			return nil, fmt.Errorf("%s: --names given for %s, which is not a row or tuple", prefix, s.Class)
+		}
 		n := snapshotNode(s, 0)
 		if n.unit {
-			return nil
+			return nil, nil
 		}
-		return []column{{name: prefix, node: n, get: whole}}
+		return []column{{name: prefix, node: n, get: whole}}, nil
+	}
+	if given != nil {
+		if s.Class != serde.ClassTuple && s.Class != serde.ClassRowData {
+			return nil, fmt.Errorf("%s: --names given for %s, whose fields its serializer names", prefix, s.Class)
+		}
+		if len(given) != len(names) {
+			return nil, fmt.Errorf("%s: %d names given for a row of %d fields", prefix, len(given), len(names))
+		}
+		names = given
 	}
 	out := make([]column, 0, len(kids))
 	for i, k := range kids {
@@ -102,7 +130,7 @@ func flatten(prefix string, s *serde.Snapshot) []column {
 		}
 		out = append(out, column{name: prefix + "_" + names[i], node: k, get: field(i, fields)})
 	}
-	return out
+	return out, nil
 }
 
 // stateLayout is how the entries of one keyed state become rows.
@@ -119,9 +147,18 @@ type stateLayout struct {
 }
 
 // newStateLayout builds the table layout of state m of a file whose key
-// serializer is key.
-func newStateLayout(key *serde.Snapshot, m *keyed.StateMeta) (*stateLayout, error) {
+// serializer is key; names, when set, names the fields of its parts (by
+// part: PartKey, PartNamespace, PartUserKey, PartValue).
+func newStateLayout(key *serde.Snapshot, m *keyed.StateMeta, names map[string][]string) (*stateLayout, error) {
 	l := &stateLayout{kind: savepoint.StateKind(m), ttl: m.TTL}
+	var ferr error
+	flat := func(part string, s *serde.Snapshot) []column {
+		cs, err := flatten(part, s, names[part])
+		if err != nil && ferr == nil {
+			ferr = fmt.Errorf("%w: state %q: %v", ErrFieldNames, m.Name, err)
+		}
+		return cs
+	}
 	fields := []arrow.Field{
 		{Name: ColOperator, Type: arrow.BinaryTypes.String},
 		{Name: ColSubtask, Type: arrow.PrimitiveTypes.Int32},
@@ -132,13 +169,13 @@ func newStateLayout(key *serde.Snapshot, m *keyed.StateMeta) (*stateLayout, erro
 		v := unwrapSnapshot(m.Value)
 		if v != nil && v.Class == serde.ClassTimer && len(v.Nested) == 2 && serde.NewDecoder(v).Supported() {
 			l.timer = true
-			l.key = flatten("key", v.Nested[0])
-			l.ns = flatten("namespace", v.Nested[1])
+			l.key = flat(PartKey, v.Nested[0])
+			l.ns = flat(PartNamespace, v.Nested[1])
 			value = nil
 		}
 	} else {
-		l.key = flatten("key", key)
-		l.ns = flatten("namespace", m.Namespace)
+		l.key = flat(PartKey, key)
+		l.ns = flat(PartNamespace, m.Namespace)
 	}
 	switch {
 	case l.timer:
@@ -152,7 +189,7 @@ func newStateLayout(key *serde.Snapshot, m *keyed.StateMeta) (*stateLayout, erro
 			value = elem
 		}
 	case l.kind == "MAP":
-		l.userKey = flatten("user_key", m.UserKey)
+		l.userKey = flat(PartUserKey, m.UserKey)
 		value = m.UserValue
 		if inner := ttlInner(value); inner != nil && m.UserValue != nil && serde.NewDecoder(m.UserValue).Supported() {
 			value = inner
@@ -162,7 +199,10 @@ func newStateLayout(key *serde.Snapshot, m *keyed.StateMeta) (*stateLayout, erro
 			value = inner
 		}
 	}
-	l.value = flatten("value", value)
+	l.value = flat(PartValue, value)
+	if ferr != nil {
+		return nil, ferr
+	}
 	if l.timer {
 		fields = append(fields, annotate(int64Node, "TIMER_TIMESTAMP_MILLIS").field(ColTimestamp))
 	}

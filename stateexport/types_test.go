@@ -32,7 +32,10 @@ func TestSQLTypesKeepPrecision(t *testing.T) {
 		{Root: "RAW", ImplClass: "com.example.Opaque"},
 	}
 	snap := &serde.Snapshot{Class: serde.ClassRowData, Types: types}
-	cols := flatten("value", snap)
+	cols, err := flatten("value", snap, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(cols) != len(types) {
 		t.Fatalf("%d columns for %d fields", len(cols), len(types))
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sfstate/sfstate/internal/progress"
@@ -40,11 +41,27 @@ to shard 0). See docs/export.md.`,
 			&cli.StringFlag{Name: "operator", Usage: "only this operator (id, uid or name)"},
 			&cli.StringFlag{Name: "state", Usage: "only this state name (keyed or operator state)"},
 			&cli.IntFlag{Name: "workers", Usage: "goroutines decoding the key groups of a file (0 = one per core)"},
+			&cli.StringSliceFlag{Name: "names", Usage: "name the fields of a SQL row part instead of f0…fN: `[OPERATOR/]STATE.PART=NAME,NAME,…`, PART key, namespace, user_key or value (repeatable)"},
 			&cli.BoolFlag{Name: "deep", Usage: "also read keyed state in Flink's RocksDB native layout (SST files, downloaded to a temporary directory; needs a build with RocksDB)"},
 			savepointS3EndpointFlag,
 		},
 		Action: runExport,
 	})
+}
+
+// joinNameSpecs undoes the comma split of a string slice flag for --names
+// values: a piece without '=' continues the previous one (field names
+// hold no '=', and every spec has one).
+func joinNameSpecs(pieces []string) []string {
+	var out []string
+	for _, p := range pieces {
+		if !strings.Contains(p, "=") && len(out) > 0 {
+			out[len(out)-1] += "," + p
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
 }
 
 // nativeDirReader reads a RocksDB directory; set in builds with cgo
@@ -69,6 +86,13 @@ func runExport(c *cli.Context) error {
 	}
 	if _, err := stateexport.ParseCompression(c.String("compression")); err != nil {
 		return Fail(ExitUsage, err)
+	}
+	for _, spec := range joinNameSpecs(c.StringSlice("names")) {
+		fn, err := stateexport.ParseFieldNames(spec)
+		if err != nil {
+			return Fail(ExitUsage, err)
+		}
+		o.FieldNames = append(o.FieldNames, fn)
 	}
 	if c.Bool("deep") {
 		if nativeDirReader == nil {
@@ -110,6 +134,9 @@ func runExport(c *cli.Context) error {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 			rec.Remove(cctx)
 			cancel()
+		}
+		if errors.Is(err, stateexport.ErrFieldNames) {
+			return Fail(ExitUsage, err)
 		}
 		return Fail(ExitIO, err)
 	}

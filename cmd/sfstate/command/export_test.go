@@ -111,3 +111,44 @@ func TestDiffCommandExitCodes(t *testing.T) {
 		t.Fatalf("native: exit %d, want %d (not compared)", code, ExitIO)
 	}
 }
+
+// TestExportNamesFlag: --names renames a row part's columns (values with
+// commas are not split into flags), and one that does not fit the
+// savepoint exits 2 leaving nothing in the output directory.
+func TestExportNamesFlag(t *testing.T) {
+	sp := fixtureSavepoint(t, "sql-rocksdb-canonical-join-mapstate")
+	dir := t.TempDir()
+	out, errOut, code := run(t, "--json", "export", sp, "--out", dir, "--names", "left-records.user_key=id,amount,item")
+	if code != ExitOK {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var man struct {
+		Tables []struct {
+			State   string   `json:"state"`
+			Columns []string `json:"columns"`
+		} `json:"tables"`
+	}
+	if err := json.Unmarshal([]byte(out), &man); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tb := range man.Tables {
+		if tb.State == "left-records" {
+			found = strings.Join(tb.Columns, ",") == "operator,subtask,key_group,key_f0,user_key_id,user_key_amount,user_key_item,value"
+			if !found {
+				t.Fatalf("left-records columns %v", tb.Columns)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("no left-records table")
+	}
+	bad := filepath.Join(t.TempDir(), "bad")
+	_, errOut, code = run(t, "export", sp, "--out", bad, "--names", "left-records.user_key=id,amount")
+	if code != ExitUsage || !strings.Contains(errOut, "2 names given for a row of 3 fields") {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if ents, _ := os.ReadDir(bad); len(ents) != 0 {
+		t.Fatalf("a failed export left %d entries in its output directory", len(ents))
+	}
+}
