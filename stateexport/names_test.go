@@ -15,7 +15,7 @@ func TestParseFieldNames(t *testing.T) {
 		"left-records.user_key=id,amount,item":         {Target: "left-records", Part: PartUserKey, Names: []string{"id", "amount", "item"}},
 		"op-uid/left-records.key=id":                   {Target: "op-uid/left-records", Part: PartKey, Names: []string{"id"}},
 		"_timer_state/event_timer.namespace=start,end": {Target: "_timer_state/event_timer", Part: PartNamespace, Names: []string{"start", "end"}},
-		"a.b.value=x":                                  {Target: "a.b", Part: PartValue, Names: []string{"x"}},
+		"a.b.value=x": {Target: "a.b", Part: PartValue, Names: []string{"x"}},
 	}
 	for spec, want := range good {
 		got, err := ParseFieldNames(spec)
