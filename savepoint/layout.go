@@ -63,6 +63,9 @@ func (sp *Savepoint) KeyedLayout(ctx context.Context, kh KeyedHandle, maxParalle
 // as the entry reader does: up to the first key-group offset (the stream's
 // end when no key group holds data), stepping over serializer snapshots it
 // cannot read (their states are partial; see keyed.ParseHeaderWithin).
+// The savepoint keeps the header (see headercache.go): opening the stream
+// again, here or by the entry readers, reads no header bytes. The header
+// is shared; callers must not modify it.
 func (sp *Savepoint) OpenKeyed(ctx context.Context, h *KeyGroupsHandle, readAhead int) (*Object, *keyed.Header, error) {
 	if h == nil || h.Delegate == nil {
 		return nil, nil, fmt.Errorf("%w: %s: key-groups handle without a stream", ErrFormat, sp.Name())
@@ -72,4 +75,16 @@ func (sp *Savepoint) OpenKeyed(ctx context.Context, h *KeyGroupsHandle, readAhea
 		return nil, nil, err
 	}
 	return f.obj, f.header, nil
+}
+
+// KeyedHeader returns the header of a key-groups handle's stream as
+// OpenKeyed reads it, for callers that need the header alone (planning a
+// read of the entries): when the handle tells where the header ends, only
+// the header's bytes are fetched, not a read-ahead buffer of key-group
+// data, and a header the savepoint already holds costs no request.
+func (sp *Savepoint) KeyedHeader(ctx context.Context, h *KeyGroupsHandle) (*keyed.Header, error) {
+	// A read-ahead of one byte makes the header read (one read of the
+	// header's length when its end is known) go straight to the store.
+	_, hdr, err := sp.OpenKeyed(ctx, h, 1)
+	return hdr, err
 }

@@ -43,6 +43,9 @@ type Savepoint struct {
 
 	// policy holds the read policy of OpenWith (nil: the defaults).
 	policy *policy
+	// hdrs holds the keyed-stream headers already parsed (see
+	// headercache.go); created by OpenWith, or on first use.
+	hdrs *headerCache
 }
 
 // Name names the savepoint for messages: store and metadata key.
@@ -105,7 +108,7 @@ func OpenWith(ctx context.Context, st s3.Storage, metadataKey string, o OpenOpti
 	if dir == "." {
 		dir = ""
 	}
-	sp := &Savepoint{Store: st, Dir: dir, MetadataKey: metadataKey, MetadataSize: int64(len(b)), Meta: md}
+	sp := &Savepoint{Store: st, Dir: dir, MetadataKey: metadataKey, MetadataSize: int64(len(b)), Meta: md, hdrs: newHeaderCache(headerCacheBudget)}
 	sp.Props, sp.PropsErr = md.properties(name)
 	o.Map = append([]PathMap(nil), o.Map...)
 	if err := sp.setPolicy(ctx, o); err != nil {
@@ -293,8 +296,14 @@ func (sp *Savepoint) OpenLocation(ctx context.Context, loc Location, readAhead i
 		}
 		size = loc.Size
 	}
-	ra := NewRangeReaderAt(ctx, st, loc.Key, loc.Start, size, readAhead)
-	return &Object{Loc: loc, size: size, r: ra}, nil
+	return sp.objectOfSize(ctx, loc, size, readAhead), nil
+}
+
+// objectOfSize opens a stored location whose stream size is known (taken
+// from an earlier OpenLocation) without asking the store.
+func (sp *Savepoint) objectOfSize(ctx context.Context, loc Location, size int64, readAhead int) *Object {
+	ra := NewRangeReaderAt(ctx, sp.StoreOf(loc), loc.Key, loc.Start, size, readAhead)
+	return &Object{Loc: loc, size: size, r: ra}
 }
 
 // RangeReaderAt is an io.ReaderAt over [base, base+size) of a stored object,

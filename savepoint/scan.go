@@ -143,8 +143,26 @@ type keyedFile struct {
 	name   string
 }
 
+// openKeyed opens the stream of h and parses its header, or takes both
+// the stream's size and the header from the savepoint's header cache when
+// the stream was opened before (see headercache.go): a cached stream is
+// then read only where its key groups are.
 func (sp *Savepoint) openKeyed(ctx context.Context, h *KeyGroupsHandle, readAhead int) (*keyedFile, error) {
-	obj, err := sp.OpenStream(ctx, h.Delegate, readAhead)
+	loc, err := sp.Resolve(h.Delegate)
+	if err != nil {
+		return nil, err
+	}
+	var cache *headerCache
+	var k headerKey
+	if !loc.IsInline() {
+		cache = sp.headers()
+		k = headerKey{store: sp.StoreOf(loc).String(), key: loc.Key, start: loc.Start, size: loc.Size, end: keyedHeaderEnd(h)}
+		if c := cache.get(k); c != nil {
+			obj := sp.objectOfSize(ctx, loc, c.size, readAhead)
+			return &keyedFile{obj: obj, header: c.header, hdrLen: c.hdrLen, name: loc.Name}, nil
+		}
+	}
+	obj, err := sp.OpenLocation(ctx, loc, readAhead)
 	if err != nil {
 		return nil, err
 	}
@@ -152,6 +170,9 @@ func (sp *Savepoint) openKeyed(ctx context.Context, h *KeyGroupsHandle, readAhea
 	hdr, n, err := keyed.ReadHeaderWithin(io.NewSectionReader(obj, 0, obj.Size()), name, keyedHeaderEndIn(h, obj.Size()))
 	if err != nil {
 		return nil, err
+	}
+	if cache != nil {
+		cache.put(&cachedHeader{k: k, size: obj.Size(), header: hdr, hdrLen: n})
 	}
 	return &keyedFile{obj: obj, header: hdr, hdrLen: n, name: name}, nil
 }

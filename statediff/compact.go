@@ -206,7 +206,7 @@ func (d *differ) planOperator(p opPair) (*opPlan, error) {
 				if h.Delegate == nil {
 					continue // the walk reports it
 				}
-				_, hdr, err := x.sp.OpenKeyed(d.ctx, h, 0)
+				hdr, err := x.sp.KeyedHeader(d.ctx, h)
 				if err != nil {
 					return nil, err
 				}

@@ -50,13 +50,20 @@ type genValue struct {
 // values, the entry of key k given by f(k).
 func writeGenerated(t testing.TB, dir string, keys map[int][]int64, f func(k int64) genValue) {
 	t.Helper()
+	writeGeneratedPar(t, dir, 2, keys, f)
+}
+
+// writeGeneratedPar is writeGenerated with the given parallelism (one
+// keyed file per subtask).
+func writeGeneratedPar(t testing.TB, dir string, parallelism int, keys map[int][]int64, f func(k int64) genValue) {
+	t.Helper()
 	h := flinkwrite.Header{KeySerializer: flinkwrite.LongSnapshot, States: []flinkwrite.StateMetaInfo{
 		flinkwrite.KeyedStateMeta("counts", flinkwrite.KindValue, flinkwrite.VoidNamespaceSnapshot, flinkwrite.TtlSnapshot(flinkwrite.LongSnapshot)),
 	}}
-	op := &savepoint.OperatorState{ID: savepoint.OperatorIDFromUID("generated"), Parallelism: 2, MaxParallelism: genMaxP}
+	op := &savepoint.OperatorState{ID: savepoint.OperatorIDFromUID("generated"), Parallelism: int32(parallelism), MaxParallelism: genMaxP}
 	prefix := keygroups.PrefixWidth(genMaxP)
 	var key, val []byte
-	for i, r := range keygroups.Ranges(genMaxP, 2) {
+	for i, r := range keygroups.Ranges(genMaxP, parallelism) {
 		name := fmt.Sprintf("keyed-%d", i)
 		fh, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
@@ -105,9 +112,15 @@ func writeGenerated(t testing.TB, dir string, keys map[int][]int64, f func(k int
 // second key set added (keys k+1e9 for every 5th k).
 func genPair(t testing.TB, n int) (a, b string) {
 	t.Helper()
+	return genPairPar(t, n, 2)
+}
+
+// genPairPar is genPair with the given parallelism.
+func genPairPar(t testing.TB, n, parallelism int) (a, b string) {
+	t.Helper()
 	keys := genKeys(n)
 	a, b = t.TempDir(), t.TempDir()
-	writeGenerated(t, a, keys, func(k int64) genValue { return genValue{ok: k < 1e9, val: 2 * k, ttl: 1000 + k} })
+	writeGeneratedPar(t, a, parallelism, keys, func(k int64) genValue { return genValue{ok: k < 1e9, val: 2 * k, ttl: 1000 + k} })
 	bkeys := map[int][]int64{}
 	for kg, ks := range keys {
 		bkeys[kg] = append([]int64(nil), ks...)
@@ -117,7 +130,7 @@ func genPair(t testing.TB, n int) (a, b string) {
 			bkeys[hugeKG] = append(bkeys[hugeKG], k)
 		}
 	}
-	writeGenerated(t, b, bkeys, func(k int64) genValue {
+	writeGeneratedPar(t, b, parallelism, bkeys, func(k int64) genValue {
 		v := genValue{ok: true, val: 2 * k, ttl: 1000 + k}
 		switch {
 		case k >= 1e9:

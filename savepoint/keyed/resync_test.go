@@ -161,17 +161,7 @@ func TestParseHeaderWithinKnownHeaderUnchanged(t *testing.T) {
 // the given list and broadcast states.
 func operatorHeaderBytes(t testing.TB, list, bcast []flinkwrite.StateMetaInfo) []byte {
 	t.Helper()
-	key := mustTop(t, flinkwrite.LongSnapshot)
-	a := mustHeader(t, flinkwrite.Header{KeySerializer: flinkwrite.LongSnapshot, States: list})
-	c := mustHeader(t, flinkwrite.Header{KeySerializer: flinkwrite.LongSnapshot, States: bcast})
-	out := append([]byte{}, a[:5]...)
-	out = append(out, a[5+len(key):]...)
-	return append(out, c[5+len(key):]...)
-}
-
-func mustTop(t testing.TB, s flinkwrite.Snapshot) []byte {
-	t.Helper()
-	b, err := flinkwrite.AppendTopLevel(nil, s)
+	b, err := flinkwrite.AppendOperatorHeader(nil, false, list, bcast)
 	if err != nil {
 		t.Fatal(err)
 	}
