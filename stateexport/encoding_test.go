@@ -1,14 +1,12 @@
 package stateexport
 
 import (
-	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/parquet-go/parquet-go"
 	"github.com/parquet-go/parquet-go/format"
 
 	"github.com/sfstate/sfstate/internal/bench/scanbench"
@@ -81,18 +79,8 @@ func otherData(want format.Encoding) format.Encoding {
 // Parquet file at path by column name (parquet-go's footer reader).
 func columnEncodings(t *testing.T, path string) map[string][]format.Encoding {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fi, _ := f.Stat()
-	pf, err := parquet.OpenFile(f, fi.Size())
-	if err != nil {
-		t.Fatal(err)
-	}
 	out := map[string][]format.Encoding{}
-	for _, rg := range pf.Metadata().RowGroups {
+	for _, rg := range openParquet(t, path).Metadata().RowGroups {
 		for _, c := range rg.Columns {
 			name := strings.Join(c.MetaData.PathInSchema, ".")
 			for _, e := range c.MetaData.Encoding {

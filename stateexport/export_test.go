@@ -155,16 +155,7 @@ func leaves(dst []any, v serde.Value) []any {
 // Arrow writer) and returns its rows as leaf values and its column names.
 func parquetRows(t *testing.T, path string) ([][]any, []string) {
 	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	fi, _ := f.Stat()
-	pf, err := parquet.OpenFile(f, fi.Size())
-	if err != nil {
-		t.Fatalf("%s: %v", path, err)
-	}
+	pf := openParquet(t, path)
 	var names []string
 	for _, fl := range pf.Schema().Fields() {
 		names = append(names, fl.Name())
@@ -225,6 +216,26 @@ func sameLeaf(a, b any) bool {
 		a = string(rune(ca))
 	}
 	return reflect.DeepEqual(a, b)
+}
+
+// openParquet opens the Parquet file at path with parquet-go; the file is
+// closed when the test ends.
+func openParquet(t *testing.T, path string) *parquet.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf, err := parquet.OpenFile(f, fi.Size())
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return pf
 }
 
 // tableByState returns the keyed-state tables by "<operator id>/<state>".
