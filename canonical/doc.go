@@ -84,7 +84,10 @@
 // states (inner sides as engine multisets, outer sides as maps with raw
 // Tuple2 values) or, with ImportOptions.JoinRecords, as one recordstore
 // state in the record layout, outer sides with their association counts,
-// at any parallelism.
+// at any parallelism. In a native checkpoint of the engine the join state
+// is one meta info carrying its join description (engine.JoinSides.Describe);
+// SchemaOfHeader turns it back into the StateSchema with Join set, so that
+// the checkpoint converts to the same two states.
 //
 // Rewrite copies a savepoint through the reader and the writer: each
 // key-group block is decoded entry by entry (framing, key-group prefixes,

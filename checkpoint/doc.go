@@ -55,7 +55,13 @@
 // serializers (ByteArrayStateMeta) unless Options.Schema (an
 // engine.Schema: key type and per-state namespace, value and user-key
 // types; see SchemaStateMeta) or Options.StateMeta describes the real
-// types, which `sfstate inspect` then shows. The data is the engine's key
+// types, which `sfstate inspect` then shows. A join-record state of package
+// recordstore (one column family, two Flink states) keeps one meta info:
+// byte arrays for its stored layout and, with a schema, its join
+// description (Flink names, input row serializers and outer flags of both
+// sides, as option entries and named serializer snapshots, versioned; the
+// format is documented at engine.JoinSides.Describe), from which `sfstate
+// convert` writes Flink's two join states. The data is the engine's key
 // layout (see package engine), so Flink itself cannot restore these
 // checkpoints; sfstate can.
 //

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/flinkwrite"
 )
@@ -78,26 +79,54 @@ func MetaStream(states []engine.StateDesc, o *Options) ([]byte, error) {
 // by its StateSchema in sch (looked up by name): Flink's serializer
 // snapshots for the declared key, namespace, value and user-key types,
 // TTL-wrapped for states with a TTL (StateSchema.FlinkMeta). A state sch
-// does not describe, or a join-record state (two Flink states, while a
-// native checkpoint has one meta info per column family), is an error.
-// The serializers name the logical types; the SST files still hold the
-// engine's byte layout (see the package doc).
+// does not describe is an error. The serializers name the logical types;
+// the SST files still hold the engine's byte layout (see the package doc).
+//
+// A join-record state (StateSchema.Join: recordstore's record layout, a
+// map state, or its bucket layout, a value state, under the layout's state
+// name) is one column family but two Flink states: its meta info describes
+// the stored bytes with byte arrays (ByteArrayStateMeta, the family holds
+// recordstore's own layout) and carries the join description — the Flink
+// names, input row types and outer flags of both sides — as the option
+// entries and named serializer snapshots documented at
+// engine.JoinSides.Describe, from which canonical.SchemaOfHeader rebuilds
+// the join state on conversion.
 func SchemaStateMeta(sch *engine.Schema) func(engine.StateDesc) (flinkwrite.StateMetaInfo, error) {
 	return func(d engine.StateDesc) (flinkwrite.StateMetaInfo, error) {
 		for _, st := range sch.States {
 			if st.Name != d.Name {
 				continue
 			}
-			if st.Join != nil {
-				return flinkwrite.StateMetaInfo{}, fmt.Errorf("checkpoint: state %q holds join records (two Flink states); a native checkpoint describes one state per column family", d.Name)
-			}
 			if st.Desc() != d {
 				return flinkwrite.StateMetaInfo{}, fmt.Errorf("checkpoint: state %q: schema says %s ttl %s, backend declares %s ttl %s", d.Name, st.Kind, st.TTL, d.Kind, d.TTL)
+			}
+			if st.Join != nil {
+				return joinStateMeta(st, d)
 			}
 			return st.FlinkMeta()
 		}
 		return flinkwrite.StateMetaInfo{}, fmt.Errorf("checkpoint: state %q is not in the schema", d.Name)
 	}
+}
+
+// joinStateMeta is the meta info of join-record state st (declared as d):
+// byte arrays for the stored bytes plus the join description.
+func joinStateMeta(st engine.StateSchema, d engine.StateDesc) (flinkwrite.StateMetaInfo, error) {
+	if d != recordstore.StateDesc(recordstore.LayoutRecord, d.TTL) && d != recordstore.StateDesc(recordstore.LayoutBucket, d.TTL) {
+		return flinkwrite.StateMetaInfo{}, fmt.Errorf("checkpoint: state %q (%s) holds join records but is neither recordstore's %q (map) nor %q (value)",
+			d.Name, d.Kind, recordstore.RecordStateName, recordstore.BucketStateName)
+	}
+	if err := st.Validate(); err != nil {
+		return flinkwrite.StateMetaInfo{}, fmt.Errorf("checkpoint: %w", err)
+	}
+	m, err := ByteArrayStateMeta(d)
+	if err != nil {
+		return m, err
+	}
+	if m, err = st.Join.Describe(m); err != nil {
+		return m, fmt.Errorf("checkpoint: state %q: %w", d.Name, err)
+	}
+	return m, nil
 }
 
 // StoreURI is a store root (a local directory or a URI) as the URI prefix

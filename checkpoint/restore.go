@@ -99,7 +99,7 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng keygroups.Range, 
 	if err := layout.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %d: restore range: %w", id, err)
 	}
-	states, err := m.stateDescs()
+	states, err := m.StateDescs()
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %d: %w", id, err)
 	}
@@ -199,7 +199,9 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng keygroups.Range, 
 	return b, stats, nil
 }
 
-func (m *Manifest) stateDescs() ([]engine.StateDesc, error) {
+// StateDescs returns the declared states of the checkpoint, in state-id
+// order, as a restore declares them.
+func (m *Manifest) StateDescs() ([]engine.StateDesc, error) {
 	var out []engine.StateDesc
 	for _, s := range m.States {
 		k, err := kindOf(s.Kind)

@@ -5,10 +5,14 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sfstate/sfstate/engine"
+	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/keyed"
+	"github.com/sfstate/sfstate/savepoint/serde"
 )
 
 // testSchema describes testStates: string keys, a long value state and a
@@ -76,8 +80,9 @@ func TestSchemaGivesRealSerializers(t *testing.T) {
 }
 
 // TestSchemaMustMatchStates: a schema that does not describe the
-// backends' states, or describes a join-record state, fails the
-// checkpoint instead of writing a wrong meta-state stream.
+// backends' states, or declares a join-record state that is none of
+// recordstore's layouts, fails the checkpoint instead of writing a wrong
+// meta-state stream.
 func TestSchemaMustMatchStates(t *testing.T) {
 	ctx := context.Background()
 	c := newCluster(t, 1)
@@ -93,12 +98,75 @@ func TestSchemaMustMatchStates(t *testing.T) {
 		}
 	}
 
+	// A join-record state must be one of recordstore's layouts.
 	join := &engine.Schema{Key: engine.RowType(), States: []engine.StateSchema{{Name: "rows", Kind: engine.KindMap,
 		Join: &engine.JoinSides{Left: engine.RowType(), Right: engine.RowType()}}}}
-	if _, err := SchemaStateMeta(join)(engine.StateDesc{Name: "rows", Kind: engine.KindMap}); err == nil || !strings.Contains(err.Error(), "join") {
-		t.Errorf("join state: %v", err)
+	if _, err := SchemaStateMeta(join)(engine.StateDesc{Name: "rows", Kind: engine.KindMap}); err == nil || !strings.Contains(err.Error(), recordstore.RecordStateName) {
+		t.Errorf("join state outside recordstore's layouts: %v", err)
+	}
+	join.States[0].Name, join.States[0].Kind = recordstore.BucketStateName, engine.KindMap
+	if _, err := SchemaStateMeta(join)(engine.StateDesc{Name: recordstore.BucketStateName, Kind: engine.KindMap}); err == nil || !strings.Contains(err.Error(), "join records") {
+		t.Errorf("bucket layout declared as a map: %v", err)
 	}
 	if _, err := SchemaStateMeta(testSchema())(engine.StateDesc{Name: "other", Kind: engine.KindValue}); err == nil {
 		t.Error("undescribed state accepted")
+	}
+}
+
+// TestSchemaDescribesJoinState: a join-record state keeps one meta info in
+// the meta-state stream, with byte-array serializers for recordstore's
+// stored bytes and the join description (engine.JoinSides.Describe): both
+// sides' Flink names, outer flags and input row serializers.
+func TestSchemaDescribesJoinState(t *testing.T) {
+	left := engine.Type{Kind: engine.TypeRow, Fields: []keygroups.FieldType{keygroups.TypeInt, keygroups.TypeString}, Nullable: []bool{false, true}}
+	right := engine.RowType(keygroups.TypeBigInt, keygroups.TypeDouble, keygroups.TypeTimestamp(3))
+	for _, l := range []recordstore.Layout{recordstore.LayoutBucket, recordstore.LayoutRecord} {
+		d := recordstore.StateDesc(l, time.Hour)
+		sch := &engine.Schema{Key: engine.RowType(keygroups.TypeBigInt), States: []engine.StateSchema{
+			{Name: "counts", Kind: engine.KindValue, Namespace: engine.VoidType, Value: engine.LongType},
+			{Name: d.Name, Kind: d.Kind, Namespace: engine.VoidType, TTL: d.TTL,
+				Join: &engine.JoinSides{Left: left, Right: right, LeftName: "auctions", LeftOuter: true}},
+		}}
+		b, err := MetaStream(sch.Descs(), &Options{Schema: sch})
+		if err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		hdr, _, err := keyed.ReadHeader(bytes.NewReader(b), "meta")
+		if err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+		if len(hdr.States) != 2 || hdr.States[1].Name != d.Name || hdr.States[1].Partial != "" {
+			t.Fatalf("%s: states %+v", l, hdr.States)
+		}
+		m := hdr.States[1]
+		wantKind := map[recordstore.Layout]string{recordstore.LayoutBucket: "VALUE", recordstore.LayoutRecord: "MAP"}[l]
+		stored := m.Value
+		if l == recordstore.LayoutRecord {
+			stored = m.UserValue
+		}
+		if m.Kind != wantKind || stored == nil || stored.Class != serde.ClassBytes {
+			t.Errorf("%s: kind %s, stored value serializer %+v", l, m.Kind, stored)
+		}
+		for k, v := range map[string]string{engine.JoinOptVersion: "1", engine.JoinOptLeftName: "auctions", engine.JoinOptRightName: "right-records",
+			engine.JoinOptLeftOuter: "true", engine.JoinOptRightOuter: "false"} {
+			if got, ok := m.OptionMap[k]; !ok || got != v {
+				t.Errorf("%s: option %s = %q (set %v), want %q", l, k, got, ok, v)
+			}
+		}
+		rows := map[string]*serde.Snapshot{}
+		for _, ns := range m.Serializers {
+			rows[ns.Key] = ns.Snapshot
+		}
+		for key, want := range map[string]engine.Type{engine.JoinSerLeftRow: left, engine.JoinSerRightRow: right} {
+			s := rows[key]
+			if s == nil || s.Class != serde.ClassRowData || len(s.Types) != len(want.Fields) {
+				t.Fatalf("%s: %s = %+v", l, key, s)
+			}
+			for i, lt := range s.Types {
+				if lt.Nullable != (want.Nullable == nil || want.Nullable[i]) {
+					t.Errorf("%s: %s field %d nullable %v", l, key, i, lt.Nullable)
+				}
+			}
+		}
 	}
 }

@@ -38,9 +38,9 @@ type Options struct {
 	Retain int
 	// Schema, when set, gives the meta-state stream Flink's real serializer
 	// snapshots: the key serializer from Schema.Key and each state's meta
-	// info from its StateSchema (SchemaStateMeta). It must describe exactly
-	// the checkpointed backends' states (Schema.Matches); join-record
-	// states, which are two Flink states, are refused. StateMeta and
+	// info from its StateSchema (SchemaStateMeta; a join-record state's
+	// carries its join description). It must describe exactly the
+	// checkpointed backends' states (Schema.Matches). StateMeta and
 	// KeySerializer, when set, take precedence over it.
 	Schema *engine.Schema
 	// StateMeta describes a state in the meta-state stream; nil means

@@ -99,8 +99,11 @@ type Result struct {
 	// Rescale (step 5).
 	RescaledURL string          `json:"rescaledUrl"`
 	Rescale     *RescaleFigures `json:"rescale"`
-	// Verify (step 6): one verdict per run.
-	Verify []Verdict `json:"verify"`
+	// Verify (step 6): one verdict per run; both engine checkpoints
+	// converted to canonical, and whether `sfstate diff` found them equal.
+	Verify         []Verdict        `json:"verify"`
+	Converted      []ConvertFigures `json:"converted"`
+	ConvertedEqual bool             `json:"convertedEqual"`
 	// Fixture (step 7): the Flink savepoint inspected ("" when none).
 	Fixture        string   `json:"fixture"`
 	FixtureVerdict *Verdict `json:"fixtureVerdict"`
@@ -184,7 +187,7 @@ var stepTitle = []string{
 	"inspect: summaries and the HTML report",
 	"migrate: join state from the bucket to the record layout",
 	"rescale: 2 -> 3 subtasks",
-	"verify: restore into rocksdb and heap at 3 and at 2",
+	"verify: restore into rocksdb and heap at 3 and at 2; convert both checkpoints to canonical and diff them",
 	"a savepoint written by Flink itself",
 }
 
@@ -257,10 +260,11 @@ func (r *runner) setup() error {
 
 // artifactNames are the self-explaining names under Dir.
 var artifactNames = []string{"checkpoint-bucket", "checkpoint-record", "savepoint-canonical", "rescaled-p3", "checkpoint-p3",
-	"flink-savepoints", "report.html", "flink-report.html", "s3-versitygw"}
+	"checkpoint-bucket-canonical", "checkpoint-p3-canonical", "flink-savepoints", "report.html", "flink-report.html", "s3-versitygw"}
 
 // intermediate are the stores removed at the end without Keep.
-var intermediate = []string{"checkpoint-bucket", "checkpoint-record", "savepoint-canonical", "rescaled-p3", "checkpoint-p3", "flink-savepoints"}
+var intermediate = []string{"checkpoint-bucket", "checkpoint-record", "savepoint-canonical", "rescaled-p3", "checkpoint-p3",
+	"checkpoint-bucket-canonical", "checkpoint-p3-canonical", "flink-savepoints"}
 
 func (r *runner) cleanup() {
 	if r.job != nil {
@@ -377,7 +381,8 @@ func (r *runner) stepSnapshot() error {
 	if err != nil {
 		return err
 	}
-	res, err := checkpoint.New(cst, checkpoint.Options{}).TakeSync(ctx, r.job.Backends(), 1)
+	// With the job's schema, so the checkpoint converts to canonical.
+	res, err := checkpoint.New(cst, checkpoint.Options{Schema: Schema(recordstore.LayoutBucket)}).TakeSync(ctx, r.job.Backends(), 1)
 	if err != nil {
 		return fmt.Errorf("native checkpoint: %w", err)
 	}

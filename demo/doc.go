@@ -21,7 +21,10 @@
 //     bytes moved next to what a full-download restore would move;
 //  6. `sfstate verify` of that checkpoint into rocksdb and heap at 3 and
 //     back at 2 with the TTL, against the original checkpoint, and of the
-//     canonical savepoint;
+//     canonical savepoint; then `sfstate convert` of both engine
+//     checkpoints (taken with the job's schema, so their join state leaves
+//     as Flink's two join states) to canonical savepoints, which
+//     `sfstate diff` finds equal;
 //  7. `sfstate inspect` and `sfstate verify` of savepoints written by Flink
 //     itself (when the fixtures are beside the repository).
 //

@@ -137,7 +137,7 @@ func (r *runner) finish(total time.Duration) error {
 			continue
 		}
 		r.res.Paths = append(r.res.Paths, filepath.Join(r.cfg.Dir, e.Name()))
-		fmt.Fprintf(r.out, "   %-22s %s\n", e.Name(), describe[e.Name()])
+		fmt.Fprintf(r.out, "   %-28s %s\n", e.Name(), describe[e.Name()])
 	}
 	if r.cfg.S3 && r.cfg.Keep {
 		fmt.Fprintf(r.out, "   (the objects of %s are files under s3-versitygw/; the server has stopped)\n", r.base)
@@ -150,15 +150,17 @@ func (r *runner) finish(total time.Duration) error {
 }
 
 var describe = map[string]string{
-	"checkpoint-bucket":   "native checkpoint of the job at parallelism 2, join state in the bucket layout",
-	"checkpoint-record":   "the same checkpoint after `sfstate migrate` (record layout)",
-	"savepoint-canonical": "canonical savepoint of the job (Flink-restorable)",
-	"rescaled-p3":         "`sfstate rescale -p 3` output: _metadata and rescale-plan.json referencing checkpoint-record",
-	"checkpoint-p3":       "checkpoint taken by the job restored at parallelism 3",
-	"flink-savepoints":    "Flink's own savepoints, uploaded for the S3 run",
-	"report.html":         "HTML report of the canonical savepoint",
-	"flink-report.html":   "HTML report of Flink's SQL join savepoint",
-	"s3-versitygw":        "versitygw's posix directory (the S3 buckets)",
+	"checkpoint-bucket":           "native checkpoint of the job at parallelism 2, join state in the bucket layout",
+	"checkpoint-record":           "the same checkpoint after `sfstate migrate` (record layout)",
+	"savepoint-canonical":         "canonical savepoint of the job (Flink-restorable)",
+	"rescaled-p3":                 "`sfstate rescale -p 3` output: _metadata and rescale-plan.json referencing checkpoint-record",
+	"checkpoint-p3":               "checkpoint taken by the job restored at parallelism 3",
+	"checkpoint-bucket-canonical": "`sfstate convert` of checkpoint-bucket: canonical savepoint, join state as Flink's two join states",
+	"checkpoint-p3-canonical":     "`sfstate convert` of checkpoint-p3 (record layout), equal to checkpoint-bucket-canonical",
+	"flink-savepoints":            "Flink's own savepoints, uploaded for the S3 run",
+	"report.html":                 "HTML report of the canonical savepoint",
+	"flink-report.html":           "HTML report of Flink's SQL join savepoint",
+	"s3-versitygw":                "versitygw's posix directory (the S3 buckets)",
 }
 
 func (r *runner) removeIntermediate() error {

@@ -14,6 +14,7 @@ import (
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/migrate"
+	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/rescale"
 	"github.com/sfstate/sfstate/verify"
 )
@@ -208,7 +209,8 @@ func (r *runner) stepRescale() error {
 	if err != nil {
 		return err
 	}
-	cres, err := checkpoint.New(cst, checkpoint.Options{}).TakeSync(r.ctx, backends, 1)
+	// The job now keeps its join state in the record layout.
+	cres, err := checkpoint.New(cst, checkpoint.Options{Schema: Schema(recordstore.LayoutRecord)}).TakeSync(r.ctx, backends, 1)
 	if err != nil {
 		return fmt.Errorf("checkpoint at parallelism 3: %w", err)
 	}
@@ -282,7 +284,67 @@ func (r *runner) stepVerify() error {
 	if v != nil {
 		r.res.Verify = append(r.res.Verify, *v)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return r.convertCheckpoints()
+}
+
+// ConvertFigures are one `sfstate convert` of an engine checkpoint.
+type ConvertFigures struct {
+	Source      string        `json:"source"`
+	URL         string        `json:"url"`
+	States      []string      `json:"states"`
+	Entries     int64         `json:"entries,string"`
+	StreamBytes int64         `json:"streamBytes,string"`
+	Elapsed     time.Duration `json:"elapsedNanos,string"`
+}
+
+// convertJSON is the part of `sfstate --json convert` the demo reads.
+type convertJSON struct {
+	States      []string      `json:"states"`
+	Entries     int64         `json:"entries,string"`
+	StreamBytes int64         `json:"streamBytes,string"`
+	Elapsed     time.Duration `json:"elapsedNanos,string"`
+	Verified    bool          `json:"verified"`
+}
+
+// convertCheckpoints converts both engine checkpoints, taken with the
+// job's schema, to canonical savepoints — the job's own (bucket layout, 2
+// subtasks) and the one after migrate and rescale (record layout, 3) —
+// and diffs them: the join state of either layout becomes the same two
+// Flink join states.
+func (r *runner) convertCheckpoints() error {
+	var urls []string
+	for _, c := range []struct{ src, name string }{
+		{r.res.CheckpointURL, "checkpoint-bucket-canonical"},
+		{r.res.Rescale.CheckpointURL, "checkpoint-p3-canonical"},
+	} {
+		dst := r.url(c.name)
+		args := []string{"convert", "--temp-dir", r.tmp, c.src, "--to", "canonical", "--out", dst}
+		r.show(args...)
+		var cj convertJSON
+		if _, err := r.sfstateJSON(&cj, args...); err != nil {
+			return err
+		}
+		if !cj.Verified || cj.Entries == 0 {
+			return fmt.Errorf("convert %s: %d entries, verified %v", c.src, cj.Entries, cj.Verified)
+		}
+		r.res.Converted = append(r.res.Converted, ConvertFigures{Source: c.src, URL: dst, States: cj.States, Entries: cj.Entries,
+			StreamBytes: cj.StreamBytes, Elapsed: cj.Elapsed})
+		fmt.Fprintf(r.out, "   %d entries (%s) in states %s, verified before publishing (%s)\n",
+			cj.Entries, human(cj.StreamBytes), strings.Join(cj.States, ", "), cj.Elapsed.Round(time.Millisecond))
+		urls = append(urls, dst)
+	}
+	args := []string{"diff", "--temp-dir", r.tmp, urls[0], urls[1]}
+	r.show(args...)
+	out, _, err := r.sfstate(args...)
+	r.indent(out, 0)
+	if err != nil {
+		return err
+	}
+	r.res.ConvertedEqual = true
+	return nil
 }
 
 func contains(ss []string, s string) bool {

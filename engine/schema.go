@@ -418,6 +418,73 @@ func (j *JoinSides) Names() (left, right string) {
 	return left, right
 }
 
+// Join descriptions in native checkpoints.
+//
+// A native checkpoint's meta-state stream has one meta info per column
+// family, and a join-record state is one column family but two Flink
+// states. Its meta info therefore describes the stored bytes (recordstore's
+// layout, opaque to Flink: byte-array serializers) and carries the join
+// description that turns the family into Flink's two join states, as extra
+// option entries and named serializer snapshots of the same meta info.
+// Flink's meta-info format keeps arbitrary options and serializer keys, and
+// readers that do not know these keys step over them. Format version 1:
+//
+//	option      sfstate.join.version             "1"
+//	option      sfstate.join.left.name           Flink state name of the left input (JoinSides.Names)
+//	option      sfstate.join.right.name          Flink state name of the right input
+//	option      sfstate.join.left.outer          "true" or "false" (JoinSides.LeftOuter)
+//	option      sfstate.join.right.outer         "true" or "false" (JoinSides.RightOuter)
+//	serializer  sfstate.join.LEFT_ROW_SERIALIZER  RowDataSerializer snapshot of the left input row
+//	serializer  sfstate.join.RIGHT_ROW_SERIALIZER RowDataSerializer snapshot of the right input row
+//
+// The row snapshots carry the field types and nullability (not the field
+// names, JoinSides.Left.Names); the meta infos of the two Flink states are
+// derived from the description on export (StateSchema.FlinkMetas), so
+// snapshots kept from an imported savepoint (LeftMeta, RightMeta) are not
+// carried beyond the rows' own. A reader refuses a version it does not
+// know (canonical.SchemaOfHeader reads this format); a meta info without
+// sfstate.join.version has no join description.
+const (
+	JoinOptVersion    = "sfstate.join.version"
+	JoinOptLeftName   = "sfstate.join.left.name"
+	JoinOptRightName  = "sfstate.join.right.name"
+	JoinOptLeftOuter  = "sfstate.join.left.outer"
+	JoinOptRightOuter = "sfstate.join.right.outer"
+	JoinSerLeftRow    = "sfstate.join.LEFT_ROW_SERIALIZER"
+	JoinSerRightRow   = "sfstate.join.RIGHT_ROW_SERIALIZER"
+	// JoinDescriptionVersion is the version written and the only one read.
+	JoinDescriptionVersion = "1"
+)
+
+// Describe returns m, the meta info describing the join-record state's
+// stored bytes, with the join description (format above) appended to its
+// options and serializers.
+func (j *JoinSides) Describe(m flinkwrite.StateMetaInfo) (flinkwrite.StateMetaInfo, error) {
+	rows := [2]flinkwrite.Snapshot{}
+	for i, t := range []Type{j.Left, j.Right} {
+		if t.Kind != TypeRow {
+			return m, fmt.Errorf("engine: join side %d: input rows must be rows, not %s", i, t.Kind)
+		}
+		s, err := t.FlinkSnapshot()
+		if err != nil {
+			return m, fmt.Errorf("engine: join side %d: %w", i, err)
+		}
+		rows[i] = s
+	}
+	ln, rn := j.Names()
+	out := m
+	out.Options = append(append([]flinkwrite.Option(nil), m.Options...),
+		flinkwrite.Option{Key: JoinOptVersion, Value: JoinDescriptionVersion},
+		flinkwrite.Option{Key: JoinOptLeftName, Value: ln},
+		flinkwrite.Option{Key: JoinOptRightName, Value: rn},
+		flinkwrite.Option{Key: JoinOptLeftOuter, Value: fmt.Sprint(j.LeftOuter)},
+		flinkwrite.Option{Key: JoinOptRightOuter, Value: fmt.Sprint(j.RightOuter)})
+	out.Serializers = append(append([]flinkwrite.NamedSnapshot(nil), m.Serializers...),
+		flinkwrite.NamedSnapshot{Key: JoinSerLeftRow, Snapshot: rows[0]},
+		flinkwrite.NamedSnapshot{Key: JoinSerRightRow, Snapshot: rows[1]})
+	return out, nil
+}
+
 // Desc is the engine declaration of the state.
 func (s StateSchema) Desc() StateDesc { return StateDesc{Name: s.Name, Kind: s.Kind, TTL: s.TTL} }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/digest"
@@ -37,17 +38,23 @@ func IsNative(ctx context.Context, st s3.Storage, id int64) bool {
 // state backend.
 //
 // The checkpoint's meta-state stream must describe the states with Flink's
-// serializers (checkpoint.Options.Schema): canonical.SchemaOfHeader maps it
-// to the engine schema that converts the engine's encodings (key rows,
-// compact value rows, primitives, TTL timestamps, multisets, timers) to
-// Flink's, as canonical.Export does. A checkpoint taken without a schema
-// fails with ErrNoSchema before anything is restored.
+// serializers (checkpoint.Options.Schema): canonical.SchemaOfHeader maps it,
+// with the states the manifest declares, to the engine schema that converts
+// the engine's encodings (key rows, compact value rows, primitives, TTL
+// timestamps, multisets, timers) to Flink's, as canonical.Export does. A
+// join-record state (recordstore's bucket or record layout) is described by
+// the join description its meta info carries (engine.JoinSides.Describe)
+// and becomes Flink's two join states, outer sides with their association
+// counts. A checkpoint taken without a schema, or whose join-record state
+// has no join description, fails with ErrNoSchema before anything is
+// restored.
 //
 // Every subtask is restored in turn, at the checkpoint's parallelism, into
 // a scratch RocksDB backend (checkpoint.Restore; nothing expires, so every
 // stored entry is written, TTL timestamps included), its canonical stream
 // staged in the scratch directory (canonical.WriteStream) and the backend
-// closed and removed; per state and key group its entries are counted. The
+// closed and removed; per state and key group its entries are counted (a
+// join-record state's rows per side, from recordstore's stored layout). The
 // staged savepoint is then read back with the savepoint reader (every entry
 // decoded) and its counts compared with the backends' before anything is
 // published. Streams of at most canonical.DefaultInlineThreshold bytes are
@@ -92,6 +99,16 @@ func ConvertNative(ctx context.Context, st s3.Storage, id int64, dst s3.Storage,
 	if hdr.KeySerializer != nil && strings.Contains(hdr.KeySerializer.Class, "BytePrimitiveArraySerializer") {
 		return nil, fmt.Errorf("%s: %w", sp.Name(), ErrNoSchema)
 	}
+	descs, err := m.StateDescs()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", checkpoint.ManifestKey(id), err)
+	}
+	schema, err := canonical.SchemaOfHeader(hdr, descs)
+	if errors.Is(err, canonical.ErrNoJoinDescription) {
+		return nil, fmt.Errorf("%s: %w (%w)", sp.Name(), ErrNoSchema, err)
+	} else if err != nil {
+		return nil, fmt.Errorf("%s (meta-state stream): %w", sp.Name(), err)
+	}
 	subs := make([]*checkpoint.Subtask, par)
 	for i := range m.Subtasks {
 		sub := &m.Subtasks[i]
@@ -124,7 +141,6 @@ func ConvertNative(ctx context.Context, st s3.Storage, id int64, dst s3.Storage,
 	}
 	type staged struct{ name, path string }
 	var files []staged
-	var schema *engine.Schema
 	for i, sub := range subs {
 		rng := keygroups.Range{Start: sub.StartKeyGroup, End: sub.EndKeyGroup}
 		be, stats, err := checkpoint.Restore(ctx, st, id, rng, filepath.Join(tmp, fmt.Sprint("db-", i)), checkpoint.RestoreOptions{Rocks: engine.RocksOptions{Clock: clock, WriteBufferSize: 8 << 20}})
@@ -134,7 +150,7 @@ func ConvertNative(ctx context.Context, st s3.Storage, id int64, dst s3.Storage,
 		if stats != nil {
 			res.BytesDownloaded += stats.BytesDownloaded
 		}
-		h, name, path, n, err := stageSubtask(ctx, be, clock, hdr, &schema, op.ID.String(), stage, want, o)
+		h, name, path, n, err := stageSubtask(ctx, be, clock, schema, op.ID.String(), stage, want, o)
 		be.Close()
 		os.RemoveAll(filepath.Join(tmp, fmt.Sprint("db-", i)))
 		if err != nil {
@@ -151,6 +167,11 @@ func ConvertNative(ctx context.Context, st s3.Storage, id int64, dst s3.Storage,
 		out.Subtasks = append(out.Subtasks, &savepoint.SubtaskState{Index: i, ManagedKeyed: h})
 	}
 	for _, s := range schema.States {
+		if s.Join != nil {
+			l, r := s.Join.Names()
+			res.States = append(res.States, l, r)
+			continue
+		}
 		res.States = append(res.States, s.Name)
 	}
 	md := &savepoint.Metadata{Version: version, CheckpointID: id, Trailer: trailer, Operators: []*savepoint.OperatorState{out}}
@@ -218,22 +239,17 @@ func nativeHeader(sp *savepoint.Savepoint, op *savepoint.OperatorState) (*keyed.
 }
 
 // stageSubtask counts the entries of one restored backend per state and
-// key group into want and writes its canonical stream into stage (or
-// returns it inline). path is "" for inline streams.
-func stageSubtask(ctx context.Context, be engine.Backend, clock *engine.Clock, hdr *keyed.Header, schema **engine.Schema, op, stage string, want map[digest.GroupKey]int64, o ConvertOptions) (*savepoint.KeyGroupsHandle, string, string, int64, error) {
-	if *schema == nil {
-		s, err := canonical.SchemaOfHeader(hdr, be.States())
-		if err != nil {
-			return nil, "", "", 0, err
-		}
-		*schema = s
-	} else if err := (*schema).Matches(be.States()); err != nil {
+// key group into want (a join-record state's rows per Flink side state)
+// and writes its canonical stream into stage (or returns it inline). path
+// is "" for inline streams.
+func stageSubtask(ctx context.Context, be engine.Backend, clock *engine.Clock, schema *engine.Schema, op, stage string, want map[digest.GroupKey]int64, o ConvertOptions) (*savepoint.KeyGroupsHandle, string, string, int64, error) {
+	if err := schema.Matches(be.States()); err != nil {
 		return nil, "", "", 0, err
 	}
 	l := be.Layout()
 	for i, d := range be.States() {
 		var ferr error
-		err := be.Scan(i, nil, nil, func(key, _ []byte) bool {
+		count := func(key, _ []byte) bool {
 			kg, err := l.KeyGroupOf(key)
 			if err != nil {
 				ferr = fmt.Errorf("state %q: %w", d.Name, err)
@@ -241,7 +257,11 @@ func stageSubtask(ctx context.Context, be engine.Backend, clock *engine.Clock, h
 			}
 			want[digest.GroupKey{Operator: op, State: d.Name, KeyGroup: kg}]++
 			return true
-		})
+		}
+		if j := schema.States[i].Join; j != nil {
+			count = joinCounter(j, d, l.Width(), op, want, &ferr)
+		}
+		err := be.Scan(i, nil, nil, count)
 		if err == nil {
 			err = ferr
 		}
@@ -262,7 +282,7 @@ func stageSubtask(ctx context.Context, be engine.Backend, clock *engine.Clock, h
 		}
 	}()
 	bw := bufio.NewWriterSize(f, 256<<10)
-	offsets, n, err := canonical.WriteStream(ctx, bw, engine.NewOperator(be, clock), *schema, false)
+	offsets, n, err := canonical.WriteStream(ctx, bw, engine.NewOperator(be, clock), schema, false)
 	if err != nil {
 		return nil, "", "", 0, err
 	}
@@ -289,6 +309,32 @@ func stageSubtask(ctx context.Context, be engine.Backend, clock *engine.Clock, h
 	h.Delegate = &savepoint.StreamHandle{Tag: savepoint.TagRelativeFile, Path: name, Size: size}
 	keep = true
 	return h, name, path, n, nil
+}
+
+// joinCounter counts the rows of a join-record state's stored entries
+// (recordstore's layout: one row per record, a bucket's rows per bucket)
+// per side and key group, under the Flink state name of each side.
+func joinCounter(j *engine.JoinSides, d engine.StateDesc, width int, op string, want map[digest.GroupKey]int64, ferr *error) func(key, v []byte) bool {
+	var names [2]string
+	names[0], names[1] = j.Names()
+	bucket := d == recordstore.StateDesc(recordstore.LayoutBucket, d.TTL)
+	return func(key, v []byte) bool {
+		kg, side, _, _, off, err := recordstore.DecodeGroupKey(key, width)
+		if err != nil {
+			*ferr = fmt.Errorf("state %q: stored key % x, byte %d: %w", d.Name, key, off, err)
+			return false
+		}
+		n := int64(1)
+		if bucket {
+			n = 0
+			if off, err := recordstore.DecodeBucketValue(v, func(recordstore.LogicalRow) error { n++; return nil }); err != nil {
+				*ferr = fmt.Errorf("state %q: bucket of stored key % x, value byte %d: %w", d.Name, key, off, err)
+				return false
+			}
+		}
+		want[digest.GroupKey{Operator: op, State: names[side], KeyGroup: kg}] += n
+		return true
+	}
 }
 
 // checkStaged opens the staged savepoint in dir, decodes every entry and

@@ -4,14 +4,20 @@ package restore
 // name them in files every build compiles.
 
 import (
-	"errors"
 	"time"
+
+	"github.com/sfstate/sfstate/errclass"
 )
 
 // ErrNoSchema is returned by ConvertNative for a checkpoint taken without
 // a schema: its meta-state stream names Flink's byte-array serializers, so
-// the engine's keys and values have no Flink type to be converted to.
-var ErrNoSchema = errors.New("the checkpoint was taken without a schema (its meta-state stream names byte-array serializers): the engine's keys and values have no Flink types to convert to; take it with checkpoint.Options.Schema")
+// the engine's keys and values have no Flink type to be converted to. A
+// join-record state described by byte arrays alone, without the join
+// description of engine.JoinSides.Describe (checkpoints of sfstate before
+// join descriptions existed could not have one), fails with it too. It is
+// unsupported input (errclass.ErrUnsupported): the checkpoint is valid,
+// its state has no Flink types to convert to.
+var ErrNoSchema = errclass.New(errclass.ErrUnsupported, "the checkpoint was taken without a schema (its meta-state stream names byte-array serializers): the engine's keys and values have no Flink types to convert to; take it with checkpoint.Options.Schema")
 
 // ConvertOptions tunes ConvertNative.
 type ConvertOptions struct {
@@ -32,10 +38,12 @@ type ConvertResult struct {
 	Operator       string `json:"operator"`
 	Parallelism    int    `json:"parallelism"`
 	MaxParallelism int    `json:"maxParallelism"`
-	// States are the converted states, in the checkpoint's order.
+	// States are the states of the savepoint, in the checkpoint's order (a
+	// join-record state as its two Flink join states, left then right).
 	States []string `json:"states"`
 	// Entries is the number of entries written, equal per state and key
-	// group to the entries the restored backends hold (Verified).
+	// group to the entries the restored backends hold (join-record states:
+	// their rows per side) (Verified).
 	Entries  int64 `json:"entries,string"`
 	Verified bool  `json:"verified"`
 	// Files and Inline count the keyed streams written as files and inlined

@@ -37,10 +37,11 @@ full native handles; needs a build with RocksDB support), or a job's
 checkpoint directory (the newest completed checkpoint; --checkpoint N picks
 one). SRC may also be a native checkpoint of sfstate's engine (.../chk-N
 with manifest.json beside _metadata; needs RocksDB support) taken with a
-schema, whose meta-state stream names the states' Flink serializers: every
-subtask is restored into a scratch RocksDB backend and exported in Flink's
-encodings (see below for the checks); a checkpoint taken without a schema
-(byte-array serializers) is refused.
+schema, whose meta-state stream names the states' Flink serializers (and,
+for a join-record state, its join sides): every subtask is restored into a
+scratch RocksDB backend and exported in Flink's encodings, a join-record
+state as Flink's two join states (see below for the checks); a checkpoint
+taken without a schema (byte-array serializers) is refused (exit 4).
 
 Every keyed operator keeps its parallelism and max parallelism and gets one
 canonical file per subtask (tag-7 handles) with the subtask's own keyed-state
@@ -178,7 +179,7 @@ func runConvertEngine(c *cli.Context, ctx context.Context, st s3.Storage, id int
 	bar.Done()
 	if err != nil {
 		if errors.Is(err, restore.ErrNoSchema) {
-			return Fail(ExitUsage, err)
+			return Fail(ExitUnsupported, err)
 		}
 		return Fail(ExitIO, err)
 	}

@@ -19,7 +19,7 @@ import (
 // TestConvertEngineCheckpointCLI converts a native checkpoint of the
 // engine taken with a schema, named as chk-N and as its job directory:
 // the output checks clean and verifies; a checkpoint without schema is
-// refused with a usage error; no scratch is left.
+// refused as unsupported (exit 4); no scratch is left.
 func TestConvertEngineCheckpointCLI(t *testing.T) {
 	ctx := context.Background()
 	bes, schema, _, total, err := restore.GenerateBackends(restore.GenOptions{Keys: 1500, Parallelism: 2, MaxParallelism: 64, Now: 1_750_000_000_000, TempDir: t.TempDir()})
@@ -74,7 +74,7 @@ func TestConvertEngineCheckpointCLI(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, errOut, code = run(t, "convert", filepath.Join(plain, checkpoint.Dir(id)), "--to", "canonical", "--out", filepath.Join(t.TempDir(), "out"))
-	if code != ExitUsage || !strings.Contains(errOut, "without a schema") {
+	if code != ExitUnsupported || !strings.Contains(errOut, "without a schema") {
 		t.Fatalf("checkpoint without schema: exit %d: %s", code, errOut)
 	}
 }

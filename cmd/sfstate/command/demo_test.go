@@ -87,6 +87,16 @@ func checkDemoResult(t *testing.T, res *demo.Result, out string) {
 	if len(first.Targets) != 4 || first.TTL == nil {
 		t.Errorf("verify targets %d, ttl %v", len(first.Targets), first.TTL)
 	}
+	// Both engine checkpoints convert, join state included, to equal
+	// canonical savepoints.
+	if len(res.Converted) != 2 || !res.ConvertedEqual {
+		t.Fatalf("converted %+v, equal %v", res.Converted, res.ConvertedEqual)
+	}
+	for _, c := range res.Converted {
+		if strings.Join(c.States, ",") != "agg,prices,top1,left-records,right-records" || c.Entries != res.Converted[0].Entries || c.Entries < res.SavepointEntries {
+			t.Errorf("convert %s: %d entries (savepoint %d) in %v", c.Source, c.Entries, res.SavepointEntries, c.States)
+		}
+	}
 	if fi, err := os.Stat(res.Report); err != nil || fi.Size() < 1000 {
 		t.Errorf("report.html: %v", err)
 	} else if b, _ := os.ReadFile(res.Report); !strings.Contains(strings.ToLower(string(b)), "<html") {
@@ -110,6 +120,7 @@ func TestDemoLocalKeep(t *testing.T) {
 		"checkpoint-bucket/chk-1/_metadata", "checkpoint-bucket/chk-1/manifest.json",
 		"checkpoint-record/chk-1/_metadata", "savepoint-canonical/_metadata",
 		"rescaled-p3/_metadata", "rescaled-p3/rescale-plan.json", "checkpoint-p3/chk-1/_metadata", "report.html",
+		"checkpoint-bucket-canonical/_metadata", "checkpoint-p3-canonical/_metadata",
 	} {
 		if _, err := os.Stat(filepath.Join(dir, p)); err != nil {
 			t.Errorf("missing %s: %v", p, err)
