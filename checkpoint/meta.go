@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"bytes"
 	"crypto/md5"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/flinkwrite"
+	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
 // DefaultOperatorID is the operator id written when Options.OperatorID is
@@ -127,6 +129,24 @@ func joinStateMeta(st engine.StateSchema, d engine.StateDesc) (flinkwrite.StateM
 		return m, fmt.Errorf("checkpoint: state %q: %w", d.Name, err)
 	}
 	return m, nil
+}
+
+// MetaHeader parses the meta-state stream of a native checkpoint's
+// operator op (inline in `_metadata`, the same for every subtask; the
+// first subtask's is read). name is the checkpoint's name in messages.
+func MetaHeader(op *savepoint.OperatorState, name string) (*keyed.Header, error) {
+	for _, sub := range op.Subtasks {
+		h, ok := sub.ManagedKeyed.(*savepoint.IncrementalHandle)
+		if !ok || h.Meta == nil {
+			continue
+		}
+		if h.Meta.Data == nil {
+			return nil, fmt.Errorf("%s: subtask %d: the meta-state stream is not inline", name, sub.Index)
+		}
+		hdr, _, err := keyed.ReadHeader(bytes.NewReader(h.Meta.Data), fmt.Sprintf("%s (meta-state stream of subtask %d)", name, sub.Index))
+		return hdr, err
+	}
+	return nil, fmt.Errorf("%s: no subtask with an incremental keyed handle", name)
 }
 
 // StoreURI is a store root (a local directory or a URI) as the URI prefix

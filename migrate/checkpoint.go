@@ -20,6 +20,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sfstate/sfstate/canonical"
 	"github.com/sfstate/sfstate/checkpoint"
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/keygroups"
@@ -1206,7 +1207,7 @@ func (r *run) publish(md *savepoint.Metadata, subs []checkpoint.Subtask, uploade
 			m.BytesUploaded += f.Size
 		}
 	}
-	meta, err := r.metaStream()
+	meta, err := r.metaStream(md.Operators[0])
 	if err != nil {
 		return err
 	}
@@ -1289,20 +1290,51 @@ func (r *run) removeOrphans(subs []checkpoint.Subtask) error {
 	return nil
 }
 
-// metaStream is the meta-state header listing the output states with byte
-// array serializers (as native checkpoints write by default).
-func (r *run) metaStream() ([]byte, error) {
-	descs := make([]engine.StateDesc, len(r.states))
-	for i, s := range r.states {
-		k := engine.KindValue
-		for kk := engine.KindValue; kk <= engine.KindPriorityQueue; kk++ {
-			if kk.String() == s.Kind {
-				k = kk
-			}
+// metaStream is the meta-state header of the output states. When the
+// source's meta-state stream describes its states with Flink's
+// serializers (taken with a schema; canonical.SchemaOfHeader reads it
+// back), the output keeps that schema, the bucket-layout join state
+// becoming the record-layout one with the same join description, so the
+// migrated checkpoint converts to canonical like its source; otherwise the
+// states get byte-array serializers, as native checkpoints write by
+// default.
+func (r *run) metaStream(op *savepoint.OperatorState) ([]byte, error) {
+	descs, err := (&checkpoint.Manifest{States: r.states}).StateDescs()
+	if err != nil {
+		return nil, fmt.Errorf("migrate: output states: %w", err)
+	}
+	if sch := r.outputSchema(op); sch != nil {
+		if meta, err := checkpoint.MetaStream(descs, &checkpoint.Options{Schema: sch}); err == nil {
+			return meta, nil
 		}
-		descs[i] = engine.StateDesc{Name: s.Name, Kind: k, TTL: time.Duration(s.TTLMillis) * time.Millisecond}
 	}
 	return checkpoint.MetaStream(descs, &checkpoint.Options{})
+}
+
+// outputSchema is the source's schema with the join state moved to the
+// record layout, or nil when the source has none.
+func (r *run) outputSchema(op *savepoint.OperatorState) *engine.Schema {
+	hdr, err := checkpoint.MetaHeader(op, r.src.String())
+	if err != nil {
+		return nil
+	}
+	srcDescs, err := r.m.StateDescs()
+	if err != nil {
+		return nil
+	}
+	sch, err := canonical.SchemaOfHeader(hdr, srcDescs)
+	if err != nil {
+		return nil
+	}
+	out := &engine.Schema{Key: sch.Key}
+	for _, st := range sch.States {
+		if st.Join != nil && st.Name == r.bucketCF {
+			rec := recordstore.StateDesc(recordstore.LayoutRecord, st.TTL)
+			st.Name, st.Kind = rec.Name, rec.Kind
+		}
+		out.States = append(out.States, st)
+	}
+	return out
 }
 
 // MarshalJSON encodes the digest as a list of (side, key group, stats).

@@ -34,6 +34,16 @@ const (
 	// time and each element is an 8-byte big-endian last-access time,
 	// uvarint length, bytes (lists of TTL states; see package engine).
 	engineListFlag = uint64(1) << 63
+	// joinOptVersion is the meta-info option that marks a join-record
+	// state (engine.JoinOptVersion); recordValueSize the size of a
+	// record-layout value (recordstore.RecordValueSize).
+	joinOptVersion  = "sfstate.join.version"
+	recordValueSize = engineTTLPrefix + 16
+	// The engine states of recordstore's two layouts (recordstore.
+	// StateDesc), recognised by name and manifest kind when the meta info
+	// has no join description.
+	bucketStateName = "join-buckets"
+	recordStateName = "join-records"
 )
 
 // ErrOutOfRange is returned (wrapped) by Decode for an entry whose key
@@ -155,6 +165,9 @@ func (d *Decoder) decodeFlink(st *keyed.StateMeta, kg int, key, value []byte, fn
 // decodeEngine splits an engine stored key/value.
 func (d *Decoder) decodeEngine(st *keyed.StateMeta, kg int, key, value []byte, fn func(*keyed.Entry) error) error {
 	kind := d.kinds[st.Name]
+	if st.OptionMap[joinOptVersion] != "" || st.Name == bucketStateName && kind == engineKindValue || st.Name == recordStateName && kind == engineKindMap {
+		return d.decodeJoin(st, kg, key, value, fn)
+	}
 	if kind == "" {
 		kind = engineKindFromMeta(st)
 	}
@@ -238,6 +251,41 @@ func (d *Decoder) decodeEngine(st *keyed.StateMeta, kg int, key, value []byte, f
 	default:
 		e.Value = raw(payload)
 	}
+	return fn(e)
+}
+
+// decodeJoin splits an entry of a join-record state (package doc: bucket
+// or record layout, told apart by the row after the join key).
+func (d *Decoder) decodeJoin(st *keyed.StateMeta, kg int, key, value []byte, fn func(*keyed.Entry) error) error {
+	rest := key[d.prefix:]
+	if len(rest) < 1 || rest[0] > 1 {
+		return d.entryErr(st.Name, key, fmt.Errorf("join-record key without a side byte (0 or 1)"))
+	}
+	side := "left"
+	if rest[0] == 1 {
+		side = "right"
+	}
+	k, row, ok := uvarintBytes(rest[1:])
+	if !ok {
+		return d.entryErr(st.Name, key, fmt.Errorf("malformed join key length"))
+	}
+	if len(value) < engineTTLPrefix {
+		return d.entryErr(st.Name, key, fmt.Errorf("value of %d bytes has no %d-byte timestamp", len(value), engineTTLPrefix))
+	}
+	e := &d.entry
+	*e = keyed.Entry{KeyGroup: kg, State: st, Offset: -1, BlockPos: -1, KeyBytes: key, ValueBytes: value,
+		KeyPart: k, Key: raw(k), Namespace: side}
+	d.ttl = int64(binary.BigEndian.Uint64(value))
+	e.TTLTimestamp = &d.ttl
+	if len(row) == 0 { // bucket layout
+		e.Value = raw(value[engineTTLPrefix:])
+		return fn(e)
+	}
+	if len(value) != recordValueSize {
+		return d.entryErr(st.Name, key, fmt.Errorf("record value of %d bytes, want %d", len(value), recordValueSize))
+	}
+	e.UserKeyBytes, e.UserKey = row, raw(row)
+	e.Value = serde.List{int64(binary.BigEndian.Uint64(value[8:])), int64(binary.BigEndian.Uint64(value[16:]))}
 	return fn(e)
 }
 

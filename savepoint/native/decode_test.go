@@ -293,3 +293,66 @@ func BenchmarkDecodeEngine(b *testing.B) {
 		}
 	}
 }
+
+// TestDecodeEngineJoinRecords decodes entries of a join-record state
+// (meta info with the join description option) in both of recordstore's
+// layouts: bucket keys (no row; raw bucket payload) and record keys (row
+// as user key; count and association count), sides as namespace; keys
+// that are not in that layout are errors naming the state.
+func TestDecodeEngineJoinRecords(t *testing.T) {
+	h := testHandle(t, LayoutEngine, 0, 255)
+	j := *h.Header.States[0]
+	j.Name, j.OptionMap = "j", map[string]string{joinOptVersion: "1"}
+	h.Header.States = append(h.Header.States, &j)
+	h.EngineStates = []EngineState{{Name: "j", Kind: "value"}}
+	d, err := h.NewDecoder(testMaxPar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groupKey := func(kg int, side byte, key, row string) []byte {
+		b := append([]byte{0, byte(kg), side}, byte(len(key)))
+		return append(append(b, key...), row...)
+	}
+	ts := binary.BigEndian.AppendUint64(nil, 1700000000000)
+	var e keyed.Entry
+	grab := func(x *keyed.Entry) error { e = *x; return nil }
+	bucket := append(append([]byte(nil), ts...), 1, 2, 3)
+	if err := d.Decode("j", groupKey(5, 0, "jk", ""), bucket, grab); err != nil {
+		t.Fatal(err)
+	}
+	if e.KeyGroup != 5 || e.Namespace != "left" || string(e.KeyPart) != "jk" || e.UserKey != nil || *e.TTLTimestamp != 1700000000000 ||
+		mustJSON(e.Value) != `{"decoded":false,"raw":"AQID","serializer":"sfstate-engine-bytes"}` {
+		t.Fatalf("bucket entry: %+v value %s", e, mustJSON(e.Value))
+	}
+	rec := binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(append([]byte(nil), ts...), 3), 2)
+	if err := d.Decode("j", groupKey(6, 1, "jk", "row"), rec, grab); err != nil {
+		t.Fatal(err)
+	}
+	if e.Namespace != "right" || mustJSON(e.UserKey) != `{"decoded":false,"raw":"cm93","serializer":"sfstate-engine-bytes"}` || mustJSON(e.Value) != `[3,2]` {
+		t.Fatalf("record entry: ns %v user key %s value %s", e.Namespace, mustJSON(e.UserKey), mustJSON(e.Value))
+	}
+	// Without the description: recognised by the manifest's name and kind.
+	b := *h.Header.States[0]
+	b.Name = bucketStateName
+	h.Header.States = append(h.Header.States, &b)
+	h.EngineStates = []EngineState{{Name: bucketStateName, Kind: "value"}}
+	db, err := h.NewDecoder(testMaxPar)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Decode(bucketStateName, groupKey(5, 1, "jk", ""), bucket, grab); err != nil || e.Namespace != "right" {
+		t.Fatalf("bucket state without description: %v, namespace %v", err, e.Namespace)
+	}
+	for name, c := range map[string][2][]byte{
+		"side byte 2":    {groupKey(1, 2, "jk", ""), bucket},
+		"no side":        {[]byte{0, 1}, bucket},
+		"key beyond end": {[]byte{0, 1, 0, 9, 'k'}, bucket},
+		"no timestamp":   {groupKey(1, 0, "jk", ""), []byte{1}},
+		"short record":   {groupKey(1, 0, "jk", "row"), append(append([]byte(nil), ts...), 1)},
+	} {
+		err := d.Decode("j", c[0], c[1], grab)
+		if !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `"j"`) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+}

@@ -28,6 +28,18 @@
 // priority queues kg | 8-byte priority | element with an empty value. Key,
 // namespace, user key and values are reported as raw bytes with the TTL
 // timestamp.
+//
+// Join-record states of the engine (their meta info carries the join
+// description option sfstate.join.version, see engine.JoinSides.Describe;
+// without one, the states the manifest lists as join-buckets of kind value
+// or join-records of kind map) keep package recordstore's layout instead: kg | side byte (0 left, 1
+// right) | uvarint(len key) key [| row]. A bucket key has no row and its
+// value is the 8-byte timestamp, a format byte and the bucket's rows; a
+// record key ends with the row and its value is the timestamp, the count
+// and the association count (8 bytes big-endian each). They are reported
+// with the join key as key, the side ("left" or "right") as namespace,
+// the row (record layout) as user key, and as value the bucket payload
+// (raw) or the pair [count, association count].
 package native
 
 import (

@@ -4,7 +4,6 @@ package restore
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,7 +21,6 @@ import (
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
 	"github.com/sfstate/sfstate/savepoint/digest"
-	"github.com/sfstate/sfstate/savepoint/keyed"
 )
 
 // IsNative reports whether checkpoint id in st is a native checkpoint of
@@ -92,7 +90,7 @@ func ConvertNative(ctx context.Context, st s3.Storage, id int64, dst s3.Storage,
 	if err := keygroups.CheckParallelism(maxP, par); err != nil {
 		return nil, fmt.Errorf("%s: %w", checkpoint.ManifestKey(id), err)
 	}
-	hdr, err := nativeHeader(sp, op)
+	hdr, err := checkpoint.MetaHeader(op, sp.Name())
 	if err != nil {
 		return nil, err
 	}
@@ -219,23 +217,6 @@ func ConvertNative(ctx context.Context, st s3.Storage, id int64, dst s3.Storage,
 	}
 	res.Elapsed = time.Since(start)
 	return res, nil
-}
-
-// nativeHeader reads the meta-state stream of the checkpoint's first
-// subtask (every subtask's lists the same states).
-func nativeHeader(sp *savepoint.Savepoint, op *savepoint.OperatorState) (*keyed.Header, error) {
-	for _, sub := range op.Subtasks {
-		h, ok := sub.ManagedKeyed.(*savepoint.IncrementalHandle)
-		if !ok || h.Meta == nil {
-			continue
-		}
-		if h.Meta.Data == nil {
-			return nil, fmt.Errorf("%s: subtask %d: the meta-state stream is not inline", sp.Name(), sub.Index)
-		}
-		hdr, _, err := keyed.ReadHeader(bytes.NewReader(h.Meta.Data), fmt.Sprintf("%s (meta-state stream of subtask %d)", sp.Name(), sub.Index))
-		return hdr, err
-	}
-	return nil, fmt.Errorf("%s: no subtask with an incremental keyed handle", sp.Name())
 }
 
 // stageSubtask counts the entries of one restored backend per state and

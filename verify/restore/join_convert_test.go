@@ -18,6 +18,7 @@ import (
 	"github.com/sfstate/sfstate/engine/rowcodec"
 	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/keygroups"
+	"github.com/sfstate/sfstate/migrate"
 	"github.com/sfstate/sfstate/recordstore"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -308,6 +309,30 @@ func TestConvertEngineJoinCheckpoint(t *testing.T) {
 			}
 			if !r.Equal || n != total {
 				t.Fatalf("diff against the reference export: equal %v, %d of %d entries: %+v", r.Equal, n, total, r.States)
+			}
+
+			// A bucket-layout checkpoint migrated to the record layout
+			// keeps its schema and converts to the same savepoint.
+			if tc.layout == recordstore.LayoutBucket {
+				migrated, _ := s3.NewLocal(t.TempDir())
+				if _, err := migrate.Checkpoint(ctx, st, migrated, migrate.Options{ID: 5, WorkDir: t.TempDir()}); err != nil {
+					t.Fatal(err)
+				}
+				mdst, _ := s3.NewLocal(t.TempDir())
+				if _, err := ConvertNative(ctx, migrated, 5, mdst, ConvertOptions{TempDir: tmp}); err != nil {
+					t.Fatalf("converting the migrated checkpoint: %v", err)
+				}
+				mout, err := savepoint.Open(ctx, mdst, savepoint.MetadataName)
+				if err != nil {
+					t.Fatal(err)
+				}
+				r, err := statediff.Diff(ctx, out, mout, statediff.Options{Limit: 3})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !r.Equal {
+					t.Fatalf("migrated checkpoint converts differently: %+v", r.States)
+				}
 			}
 
 			// Without a schema, or without join description, the join
