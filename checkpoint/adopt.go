@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 
-	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/s3"
 )
@@ -67,7 +66,3 @@ func verifyOpen(f *os.File, o Object, name string) error {
 	}
 	return nil
 }
-
-// File returns the entry as the engine's SST file description (for
-// engine.ImportSSTFiles and engine.CheckImportable).
-func (e SSTEntry) File() engine.SSTFile { return e.sst() }

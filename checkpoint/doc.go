@@ -73,7 +73,9 @@
 // family, level, smallest/largest user key, the key groups of those keys,
 // sequence numbers and entry counts, and whether this checkpoint uploaded
 // it. Readers refuse other formats, newer versions, hostile names or keys
-// and out-of-range values.
+// and out-of-range values. The format and its one reader live in package
+// checkpoint/manifest, which the native snapshot reader and the rescale
+// planner (below the engine) use too.
 //
 // # Restore
 //

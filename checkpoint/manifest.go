@@ -1,257 +1,53 @@
 package checkpoint
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"fmt"
-	"io"
-	"path"
-	"strconv"
-	"strings"
 
+	"github.com/sfstate/sfstate/checkpoint/manifest"
 	"github.com/sfstate/sfstate/engine"
-	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 )
 
-// Manifest format identification. The manifest is sfstate's own record of
-// a native checkpoint, written beside `_metadata`; readers refuse other
-// formats and newer versions.
-const (
-	ManifestFormat  = "sfstate-native-checkpoint"
-	ManifestVersion = 1
-	// ManifestName is the manifest's name inside chk-<id>/.
-	ManifestName = "manifest.json"
-	// maxManifestSize bounds the manifest read into memory.
-	maxManifestSize = 256 << 20
-	maxSubtasks     = 1 << 15
-	maxFiles        = 1 << 22
+// The manifest of a native checkpoint (format: package manifest).
+type (
+	Manifest  = manifest.Manifest
+	StateInfo = manifest.StateInfo
+	Subtask   = manifest.Subtask
+	Object    = manifest.Object
+	SSTEntry  = manifest.SSTEntry
 )
 
-// Manifest describes one native checkpoint.
-type Manifest struct {
-	Format         string      `json:"format"`
-	Version        int         `json:"version"`
-	CheckpointID   int64       `json:"checkpointId"`
-	MaxParallelism int         `json:"maxParallelism"`
-	States         []StateInfo `json:"states"`
-	Subtasks       []Subtask   `json:"subtasks"`
-	// BytesUploaded is what this checkpoint uploaded (new SST files and
-	// private files); BytesReferenced the SST bytes it reuses from earlier
-	// checkpoints.
-	BytesUploaded   int64 `json:"bytesUploaded"`
-	BytesReferenced int64 `json:"bytesReferenced"`
+// Manifest identification and layout of a checkpoint directory.
+const (
+	ManifestFormat  = manifest.Format
+	ManifestVersion = manifest.Version
+	ManifestName    = manifest.Name
+	SharedPrefix    = manifest.SharedPrefix
+)
+
+// Dir is the key prefix of checkpoint id: "chk-<id>".
+func Dir(id int64) string { return manifest.Dir(id) }
+
+// MetadataKey is the key of checkpoint id's `_metadata`.
+func MetadataKey(id int64) string { return manifest.MetadataKey(id) }
+
+// ManifestKey is the key of checkpoint id's manifest.
+func ManifestKey(id int64) string { return manifest.Key(id) }
+
+// ReadManifest reads and validates checkpoint id's manifest (manifest.Read).
+func ReadManifest(ctx context.Context, st s3.Storage, id int64) (*Manifest, error) {
+	return manifest.Read(ctx, st, id)
 }
 
-// StateInfo is one declared state.
-type StateInfo struct {
-	Name      string `json:"name"`
-	Kind      string `json:"kind"`
-	TTLMillis int64  `json:"ttlMillis,omitempty"`
-}
-
-// Subtask is one subtask's RocksDB checkpoint.
-type Subtask struct {
-	Index int `json:"index"`
-	// BackendID names the RocksDB instance (a UUID per opened backend);
-	// shared file names start with it.
-	BackendID string `json:"backendId"`
-	// StartKeyGroup and EndKeyGroup are the subtask's inclusive range.
-	StartKeyGroup int        `json:"startKeyGroup"`
-	EndKeyGroup   int        `json:"endKeyGroup"`
-	Shared        []SSTEntry `json:"shared"`
-	Private       []Object   `json:"private"`
-}
-
-// Object is one stored file: its local name inside the RocksDB directory,
-// its object key, size and CRC-32C.
-type Object struct {
-	Name string `json:"name"`
-	Key  string `json:"key"`
-	Size int64  `json:"size"`
-	CRC  uint32 `json:"crc32c"`
-}
-
-// SSTEntry is one shared SST file with what a restore needs to select it.
-type SSTEntry struct {
-	Object
-	ColumnFamily string `json:"columnFamily"`
-	Level        int    `json:"level"`
-	// Smallest / Largest user keys (base64 in JSON).
-	Smallest []byte `json:"smallest"`
-	Largest  []byte `json:"largest"`
-	// FirstKeyGroup and LastKeyGroup: the key groups of Smallest and
-	// Largest, the range of key groups the file may hold.
-	FirstKeyGroup int    `json:"firstKeyGroup"`
-	LastKeyGroup  int    `json:"lastKeyGroup"`
-	SmallestSeqno uint64 `json:"smallestSeqno"`
-	LargestSeqno  uint64 `json:"largestSeqno"`
-	Entries       uint64 `json:"entries"`
-	Deletions     uint64 `json:"deletions"`
-	// Uploaded is true when this checkpoint uploaded the file (false:
-	// reused from an earlier one).
-	Uploaded bool `json:"uploaded"`
-}
-
-func (e SSTEntry) sst() engine.SSTFile {
+// sstFile is the engine's view of a shared SST file of the manifest.
+func sstFile(e manifest.SSTEntry) engine.SSTFile {
 	return engine.SSTFile{
 		Name: e.Name, ColumnFamily: e.ColumnFamily, Level: e.Level, Size: e.Size,
 		Smallest: e.Smallest, Largest: e.Largest,
 		SmallestSeqno: e.SmallestSeqno, LargestSeqno: e.LargestSeqno,
 		Entries: e.Entries, Deletions: e.Deletions,
 	}
-}
-
-// Overlaps reports whether the file may hold keys of key groups [start, end].
-func (e SSTEntry) Overlaps(start, end int) bool {
-	return e.FirstKeyGroup <= end && e.LastKeyGroup >= start
-}
-
-// Dir is the key prefix of checkpoint id: "chk-<id>".
-func Dir(id int64) string { return "chk-" + strconv.FormatInt(id, 10) }
-
-// MetadataKey is the key of checkpoint id's `_metadata`.
-func MetadataKey(id int64) string { return Dir(id) + "/" + s3.MetadataName }
-
-// ManifestKey is the key of checkpoint id's manifest.
-func ManifestKey(id int64) string { return Dir(id) + "/" + ManifestName }
-
-// SharedPrefix holds the shared SST objects.
-const SharedPrefix = "shared/"
-
-func encodeManifest(m *Manifest) ([]byte, error) {
-	return json.MarshalIndent(m, "", " ")
-}
-
-// ReadManifest reads and validates checkpoint id's manifest.
-func ReadManifest(ctx context.Context, st s3.Storage, id int64) (*Manifest, error) {
-	key := ManifestKey(id)
-	name := st.String() + "/" + key
-	rc, err := st.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %s: %w", name, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, maxManifestSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %s: %w", name, err)
-	}
-	if len(b) > maxManifestSize {
-		return nil, fmt.Errorf("checkpoint: %w", errclass.Corruptf(name, -1, "manifest exceeds %d bytes", maxManifestSize))
-	}
-	return decodeManifest(b, name, id)
-}
-
-// decodeManifest decodes and validates a manifest read from name. Its
-// errors are *errclass.CorruptionError of name: class errclass.ErrCorrupt
-// (at the offset of a JSON error, at an unknown one for a manifest that
-// decodes but breaks a rule), errclass.ErrUnsupported for a newer version.
-func decodeManifest(b []byte, name string, id int64) (*Manifest, error) {
-	var m Manifest
-	dec := json.NewDecoder(bytes.NewReader(b))
-	if err := dec.Decode(&m); err != nil {
-		off := dec.InputOffset()
-		if se, ok := err.(*json.SyntaxError); ok {
-			off = se.Offset
-		}
-		// "checkpoint: NAME: invalid manifest: at offset N: json error"
-		cause := errclass.AtOffset(errclass.Mark(errclass.ErrCorrupt, err), off)
-		return nil, fmt.Errorf("checkpoint: %w", &errclass.CorruptionError{File: name, Offset: off, Err: fmt.Errorf("invalid manifest: %w", cause)})
-	}
-	if err := m.validate(id); err != nil {
-		// A CorruptionError is of class ErrCorrupt unless its cause is
-		// unsupported (a newer manifest version).
-		return nil, fmt.Errorf("checkpoint: %w", &errclass.CorruptionError{File: name, Offset: -1, Err: err})
-	}
-	return &m, nil
-}
-
-func (m *Manifest) validate(id int64) error {
-	if m.Format != ManifestFormat {
-		return fmt.Errorf("not a native checkpoint manifest (format %q)", m.Format)
-	}
-	if m.Version < 1 {
-		return fmt.Errorf("manifest version %d invalid", m.Version)
-	}
-	if m.Version > ManifestVersion {
-		return errclass.Mark(errclass.ErrUnsupported, fmt.Errorf("manifest version %d not supported (max %d)", m.Version, ManifestVersion))
-	}
-	if m.CheckpointID != id {
-		return fmt.Errorf("manifest is for checkpoint %d, not %d", m.CheckpointID, id)
-	}
-	if m.MaxParallelism < 1 || m.MaxParallelism > 1<<15 {
-		return fmt.Errorf("max parallelism %d out of range", m.MaxParallelism)
-	}
-	if len(m.States) == 0 || len(m.States) > 1<<15 {
-		return fmt.Errorf("%d states", len(m.States))
-	}
-	if len(m.Subtasks) > maxSubtasks {
-		return fmt.Errorf("%d subtasks", len(m.Subtasks))
-	}
-	seen := map[int]bool{}
-	files := 0
-	for i, s := range m.Subtasks {
-		if s.StartKeyGroup < 0 || s.EndKeyGroup < s.StartKeyGroup || s.EndKeyGroup >= m.MaxParallelism {
-			return fmt.Errorf("subtask %d: key-group range [%d, %d] invalid", s.Index, s.StartKeyGroup, s.EndKeyGroup)
-		}
-		if s.Index < 0 || seen[s.Index] {
-			return fmt.Errorf("subtask entry %d: index %d invalid or repeated", i, s.Index)
-		}
-		seen[s.Index] = true
-		for _, o := range m.Subtasks[:i] {
-			if s.StartKeyGroup <= o.EndKeyGroup && o.StartKeyGroup <= s.EndKeyGroup {
-				return fmt.Errorf("subtasks %d and %d have overlapping key-group ranges", o.Index, s.Index)
-			}
-		}
-		files += len(s.Shared) + len(s.Private)
-		if files > maxFiles {
-			return fmt.Errorf("more than %d files", maxFiles)
-		}
-		names := map[string]bool{}
-		check := func(o Object, shared bool) error {
-			if o.Name == "" || o.Name != path.Base(o.Name) || o.Name == "." || o.Name == ".." || strings.ContainsAny(o.Name, "\\\x00") {
-				return fmt.Errorf("subtask %d: hostile file name %q", s.Index, o.Name)
-			}
-			if names[o.Name] {
-				return fmt.Errorf("subtask %d: file %q listed twice", s.Index, o.Name)
-			}
-			names[o.Name] = true
-			if err := s3.ValidateKey(o.Key); err != nil {
-				// %v: a bad key here is damaged input, not the
-				// command line's s3.ErrBadKey.
-				return fmt.Errorf("subtask %d: file %q: %v", s.Index, o.Name, err)
-			}
-			if shared && !strings.HasPrefix(o.Key, SharedPrefix) {
-				return fmt.Errorf("subtask %d: shared file %q at %q outside %s", s.Index, o.Name, o.Key, SharedPrefix)
-			}
-			if !shared && !strings.HasPrefix(o.Key, Dir(m.CheckpointID)+"/") {
-				return fmt.Errorf("subtask %d: private file %q at %q outside %s/", s.Index, o.Name, o.Key, Dir(m.CheckpointID))
-			}
-			if o.Size < 0 || o.Size > 1<<40 {
-				return fmt.Errorf("subtask %d: file %q has size %d", s.Index, o.Name, o.Size)
-			}
-			return nil
-		}
-		for _, f := range s.Shared {
-			if err := check(f.Object, true); err != nil {
-				return err
-			}
-			if !strings.HasSuffix(f.Name, ".sst") {
-				return fmt.Errorf("subtask %d: shared file %q is not an SST file", s.Index, f.Name)
-			}
-			if f.FirstKeyGroup < 0 || f.LastKeyGroup < f.FirstKeyGroup || f.Level < 0 || f.Level > 64 {
-				return fmt.Errorf("subtask %d: SST %q: key groups [%d, %d], level %d invalid", s.Index, f.Name, f.FirstKeyGroup, f.LastKeyGroup, f.Level)
-			}
-		}
-		for _, f := range s.Private {
-			if err := check(f, false); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // KeyGroupOf reads the key-group prefix (width 1 or 2 bytes) of a stored

@@ -367,7 +367,7 @@ func planUnits(m *Manifest, rng keygroups.Range, states []engine.StateDesc) ([]*
 		for _, p := range u.parts {
 			files := make([]engine.SSTFile, len(p.files))
 			for k, f := range p.files {
-				files[k] = f.File()
+				files[k] = sstFile(f)
 			}
 			if err := engine.CheckImportable(files); err != nil {
 				return nil, fmt.Errorf("%w: subtask %d's files of key groups [%d, %d]: %v", ErrNotLazy, p.sub.Index, u.lo, u.hi, err)
@@ -665,7 +665,7 @@ func (l *Lazy) adopt(batch []*unit) error {
 			}
 			g.units = append(g.units, u)
 			for _, f := range p.files {
-				e := f.File()
+				e := sstFile(f)
 				e.Name = localName(p.sub, f)
 				g.files = append(g.files, e)
 			}
@@ -682,7 +682,7 @@ func (l *Lazy) adopt(batch []*unit) error {
 			for _, p := range u.parts {
 				if p.sub == g.sub {
 					for _, f := range p.files {
-						e := f.File()
+						e := sstFile(f)
 						e.Name = localName(p.sub, f)
 						one.files = append(one.files, e)
 					}

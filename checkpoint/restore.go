@@ -99,7 +99,7 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng keygroups.Range, 
 	if err := layout.Validate(); err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %d: restore range: %w", id, err)
 	}
-	states, err := m.StateDescs()
+	states, err := StateDescs(m.States)
 	if err != nil {
 		return nil, nil, fmt.Errorf("checkpoint %d: %w", id, err)
 	}
@@ -199,11 +199,11 @@ func Restore(ctx context.Context, st s3.Storage, id int64, rng keygroups.Range, 
 	return b, stats, nil
 }
 
-// StateDescs returns the declared states of the checkpoint, in state-id
-// order, as a restore declares them.
-func (m *Manifest) StateDescs() ([]engine.StateDesc, error) {
+// StateDescs returns the declared states of a checkpoint (its manifest's
+// States), in state-id order, as a restore declares them.
+func StateDescs(states []StateInfo) ([]engine.StateDesc, error) {
 	var out []engine.StateDesc
-	for _, s := range m.States {
+	for _, s := range states {
 		k, err := kindOf(s.Kind)
 		if err != nil {
 			return nil, fmt.Errorf("state %q: %w", s.Name, err)
@@ -281,7 +281,7 @@ func (r *restorer) importMerged(handles []*Subtask, dir string) (bool, error) {
 			needed++
 			r.reach(f)
 			s.files = append(s.files, f)
-			e := f.sst()
+			e := sstFile(f)
 			e.Name = fmt.Sprintf("s%d-%s", h.Index, f.Name)
 			files = append(files, e)
 			o := f.Object
@@ -363,7 +363,7 @@ func (r *restorer) materialize(h *Subtask, dir string) (whole bool, err error) {
 	if !r.opts.WholeHandles && !r.noImport && len(need) < len(h.Shared) {
 		files := make([]engine.SSTFile, len(need))
 		for i, f := range need {
-			files[i] = f.sst()
+			files[i] = sstFile(f)
 		}
 		if engine.CheckImportable(files) == nil {
 			for _, f := range need {

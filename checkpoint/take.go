@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/sfstate/sfstate/checkpoint/manifest"
 	"github.com/sfstate/sfstate/engine"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -164,7 +165,7 @@ func (c *Checkpointer) Take(ctx context.Context, backends []engine.Backend, id i
 	if id < 0 {
 		return nil, fmt.Errorf("checkpoint: negative checkpoint id %d", id)
 	}
-	if len(backends) == 0 || len(backends) > maxSubtasks {
+	if len(backends) == 0 || len(backends) > manifest.MaxSubtasks {
 		return nil, fmt.Errorf("checkpoint: %d backends", len(backends))
 	}
 	states := backends[0].States()
@@ -485,7 +486,7 @@ func (c *Checkpointer) publish(ctx context.Context, id int64, locals []*localSub
 		return nil, fmt.Errorf("checkpoint %d: metadata: %w", id, err)
 	}
 	m.BytesUploaded, m.BytesReferenced = res.BytesUploaded, res.BytesReferenced
-	mb, err := encodeManifest(m)
+	mb, err := manifest.Encode(m)
 	if err != nil {
 		return nil, err
 	}

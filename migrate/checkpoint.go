@@ -1299,7 +1299,7 @@ func (r *run) removeOrphans(subs []checkpoint.Subtask) error {
 // states get byte-array serializers, as native checkpoints write by
 // default.
 func (r *run) metaStream(op *savepoint.OperatorState) ([]byte, error) {
-	descs, err := (&checkpoint.Manifest{States: r.states}).StateDescs()
+	descs, err := checkpoint.StateDescs(r.states)
 	if err != nil {
 		return nil, fmt.Errorf("migrate: output states: %w", err)
 	}
@@ -1318,7 +1318,7 @@ func (r *run) outputSchema(op *savepoint.OperatorState) *engine.Schema {
 	if err != nil {
 		return nil
 	}
-	srcDescs, err := r.m.StateDescs()
+	srcDescs, err := checkpoint.StateDescs(r.m.States)
 	if err != nil {
 		return nil
 	}

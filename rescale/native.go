@@ -7,6 +7,7 @@ import (
 	"io"
 	"sort"
 
+	"github.com/sfstate/sfstate/checkpoint/manifest"
 	"github.com/sfstate/sfstate/keygroups"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -36,9 +37,6 @@ import (
 // PlanName is the name of the native rescale plan written beside
 // `_metadata`.
 const PlanName = "rescale-plan.json"
-
-// engineManifestName is the engine checkpoint manifest beside `_metadata`.
-const engineManifestName = "manifest.json"
 
 // NativeViews validates a native operator for restore at newP and returns
 // it unchanged (see above): Flink and the engine intersect its handles
@@ -75,30 +73,6 @@ func NativeViews(op *savepoint.OperatorState, newP int) (*savepoint.OperatorStat
 	}
 	stats.NewHandles = stats.OldHandles
 	return op, stats, nil
-}
-
-// engineManifest is the part of the engine's checkpoint manifest a plan
-// needs (format "sfstate-native-checkpoint", version 1).
-type engineManifest struct {
-	Format         string            `json:"format"`
-	Version        int               `json:"version"`
-	CheckpointID   int64             `json:"checkpointId"`
-	MaxParallelism int               `json:"maxParallelism"`
-	Subtasks       []manifestSubtask `json:"subtasks"`
-}
-
-type manifestSubtask struct {
-	Index         int           `json:"index"`
-	BackendID     string        `json:"backendId"`
-	StartKeyGroup int           `json:"startKeyGroup"`
-	EndKeyGroup   int           `json:"endKeyGroup"`
-	Shared        []manifestSST `json:"shared"`
-	Private       []PlanFile    `json:"private"`
-}
-
-type manifestSST struct {
-	PlanFile
-	Level int `json:"level"`
 }
 
 // PlanFile is one object a new subtask needs.
@@ -170,7 +144,7 @@ const maxManifestBytes = 256 << 20
 // plans a restore at newP. It returns (nil, nil) when there is no manifest
 // (a Flink native checkpoint).
 func ReadNativePlan(ctx context.Context, src *savepoint.Savepoint, newP int) (*NativePlan, error) {
-	key := s3.JoinKey(src.Dir, engineManifestName)
+	key := s3.JoinKey(src.Dir, manifest.Name)
 	info, err := src.Store.Stat(ctx, key)
 	if s3.IsNotExist(err) {
 		return nil, nil
@@ -190,16 +164,29 @@ func ReadNativePlan(ctx context.Context, src *savepoint.Savepoint, newP int) (*N
 	if err != nil {
 		return nil, fmt.Errorf("rescale: %s: %w", key, err)
 	}
-	var m engineManifest
-	if err := json.Unmarshal(b, &m); err != nil {
+	var probe struct {
+		Format  string `json:"format"`
+		Version int    `json:"version"`
+	}
+	if err := json.Unmarshal(b, &probe); err != nil {
 		return nil, fmt.Errorf("%w: %s: %v", savepoint.ErrFormat, key, err)
 	}
-	return planNative(&m, newP, key)
+	if probe.Format != manifest.Format {
+		return nil, fmt.Errorf("%w: %s: format %q version %d is not an engine checkpoint manifest this tool reads", ErrUnsupported, key, probe.Format, probe.Version)
+	}
+	m, err := manifest.Decode(b, src.Store.String()+"/"+key, src.Meta.CheckpointID)
+	if err != nil {
+		return nil, fmt.Errorf("rescale: %w", err)
+	}
+	return planNative(m, newP, key)
 }
 
+// planFile is a manifest object as a plan lists it.
+func planFile(o manifest.Object) PlanFile { return PlanFile{Name: o.Name, Key: o.Key, Size: o.Size} }
+
 // planNative plans a restore of an engine manifest at newP.
-func planNative(m *engineManifest, newP int, name string) (*NativePlan, error) {
-	if m.Format != "sfstate-native-checkpoint" || m.Version != 1 {
+func planNative(m *manifest.Manifest, newP int, name string) (*NativePlan, error) {
+	if m.Format != manifest.Format || m.Version != manifest.Version {
 		return nil, fmt.Errorf("%w: %s: format %q version %d is not an engine checkpoint manifest this tool reads", ErrUnsupported, name, m.Format, m.Version)
 	}
 	maxP := m.MaxParallelism
@@ -220,8 +207,9 @@ func planNative(m *engineManifest, newP int, name string) (*NativePlan, error) {
 			if ov.IsEmpty() {
 				continue
 			}
-			src := PlanSource{OldSubtask: s.Index, BackendID: s.BackendID, StartKeyGroup: s.StartKeyGroup, EndKeyGroup: s.EndKeyGroup, Private: s.Private, OverlapsGroups: ov.Len()}
+			src := PlanSource{OldSubtask: s.Index, BackendID: s.BackendID, StartKeyGroup: s.StartKeyGroup, EndKeyGroup: s.EndKeyGroup, OverlapsGroups: ov.Len()}
 			for _, f := range s.Private {
+				src.Private = append(src.Private, planFile(f))
 				src.WholeBytes += f.Size
 			}
 			for _, f := range s.Shared {
@@ -231,7 +219,9 @@ func planNative(m *engineManifest, newP int, name string) (*NativePlan, error) {
 					src.SkippedBytes += f.Size
 					continue
 				}
-				src.SST = append(src.SST, f.PlanFile)
+				pf := planFile(f.Object)
+				pf.FirstKeyGroup, pf.LastKeyGroup = f.FirstKeyGroup, f.LastKeyGroup
+				src.SST = append(src.SST, pf)
 				if f.FirstKeyGroup < r.Start || f.LastKeyGroup > r.End {
 					src.BoundaryFiles++
 					src.BoundaryBytes += f.Size

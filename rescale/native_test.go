@@ -3,6 +3,7 @@ package rescale
 import (
 	"context"
 	"fmt"
+	"github.com/sfstate/sfstate/checkpoint/manifest"
 	"math/rand"
 	"strings"
 	"testing"
@@ -98,14 +99,14 @@ func TestPlanNative(t *testing.T) {
 		maxP := 1 + rng.Intn(300)
 		oldP := 1 + rng.Intn(min(maxP, 6))
 		newP := 1 + rng.Intn(min(maxP, 6))
-		m := &engineManifest{Format: "sfstate-native-checkpoint", Version: 1, CheckpointID: 3, MaxParallelism: maxP}
+		m := &manifest.Manifest{Format: manifest.Format, Version: manifest.Version, CheckpointID: 3, MaxParallelism: maxP}
 		for i, r := range keygroups.Ranges(maxP, oldP) {
-			m.Subtasks = append(m.Subtasks, manifestSubtask{Index: i, BackendID: fmt.Sprint("b", i), StartKeyGroup: r.Start, EndKeyGroup: r.End,
-				Private: []PlanFile{{Name: "CURRENT", Key: fmt.Sprintf("chk-3/task-%d/CURRENT", i), Size: 16}}})
+			m.Subtasks = append(m.Subtasks, manifest.Subtask{Index: i, BackendID: fmt.Sprint("b", i), StartKeyGroup: r.Start, EndKeyGroup: r.End,
+				Private: []manifest.Object{{Name: "CURRENT", Key: fmt.Sprintf("chk-3/task-%d/CURRENT", i), Size: 16}}})
 			sub := &m.Subtasks[len(m.Subtasks)-1]
 			for kg := r.Start; kg <= r.End; {
 				end := min(r.End, kg+rng.Intn(8))
-				sub.Shared = append(sub.Shared, manifestSST{PlanFile: PlanFile{Name: fmt.Sprintf("%06d.sst", kg), Key: fmt.Sprintf("shared/b%d-%06d.sst", i, kg), Size: int64(100 + rng.Intn(1000)), FirstKeyGroup: kg, LastKeyGroup: end}, Level: 6})
+				sub.Shared = append(sub.Shared, manifest.SSTEntry{Object: manifest.Object{Name: fmt.Sprintf("%06d.sst", kg), Key: fmt.Sprintf("shared/b%d-%06d.sst", i, kg), Size: int64(100 + rng.Intn(1000))}, FirstKeyGroup: kg, LastKeyGroup: end, Level: 6})
 				kg = end + 1
 			}
 		}
@@ -156,7 +157,7 @@ func TestPlanNative(t *testing.T) {
 			t.Fatal("whole handles smaller than needed files")
 		}
 	}
-	if _, err := planNative(&engineManifest{Format: "other", Version: 1, MaxParallelism: 4}, 2, "m"); err == nil {
+	if _, err := planNative(&manifest.Manifest{Format: "other", Version: 1, MaxParallelism: 4}, 2, "m"); err == nil {
 		t.Fatal("foreign manifest accepted")
 	}
 }

@@ -39,6 +39,7 @@ var layers = map[string]int{
 	"errclass":                  layerBase,
 	"keygroups":                 layerBase,
 	"s3":                        layerBase,
+	"checkpoint/manifest":       layerBase,
 	"engine/rowcodec":           layerBase,
 	"savepoint/internal/binfmt": layerBase,
 	"internal/fixtures":         layerBase,

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/sfstate/sfstate/checkpoint/manifest"
 	"strings"
 	"testing"
 
@@ -154,7 +155,7 @@ func engineKey(kg int, key, ns, rest []byte) []byte {
 
 func TestDecodeEngine(t *testing.T) {
 	h := testHandle(t, LayoutEngine, 0, 255)
-	h.EngineStates = []EngineState{{Name: "v", Kind: "value"}, {Name: "l", Kind: "list"}, {Name: "m", Kind: "multiset"}, {Name: "_timer_state/event_t", Kind: "priority-queue"}}
+	h.EngineStates = []manifest.StateInfo{{Name: "v", Kind: "value"}, {Name: "l", Kind: "list"}, {Name: "m", Kind: "multiset"}, {Name: "_timer_state/event_t", Kind: "priority-queue"}}
 	d, err := h.NewDecoder(testMaxPar)
 	if err != nil {
 		t.Fatal(err)
@@ -277,7 +278,7 @@ func BenchmarkDecodeFlink(b *testing.B) {
 func BenchmarkDecodeEngine(b *testing.B) {
 	t := &testing.T{}
 	h := testHandle(t, LayoutEngine, 0, 255)
-	h.EngineStates = []EngineState{{Name: "m", Kind: "map"}}
+	h.EngineStates = []manifest.StateInfo{{Name: "m", Kind: "map"}}
 	d, err := h.NewDecoder(testMaxPar)
 	if err != nil {
 		b.Fatal(err)
@@ -304,7 +305,7 @@ func TestDecodeEngineJoinRecords(t *testing.T) {
 	j := *h.Header.States[0]
 	j.Name, j.OptionMap = "j", map[string]string{joinOptVersion: "1"}
 	h.Header.States = append(h.Header.States, &j)
-	h.EngineStates = []EngineState{{Name: "j", Kind: "value"}}
+	h.EngineStates = []manifest.StateInfo{{Name: "j", Kind: "value"}}
 	d, err := h.NewDecoder(testMaxPar)
 	if err != nil {
 		t.Fatal(err)
@@ -335,7 +336,7 @@ func TestDecodeEngineJoinRecords(t *testing.T) {
 	b := *h.Header.States[0]
 	b.Name = bucketStateName
 	h.Header.States = append(h.Header.States, &b)
-	h.EngineStates = []EngineState{{Name: bucketStateName, Kind: "value"}}
+	h.EngineStates = []manifest.StateInfo{{Name: bucketStateName, Kind: "value"}}
 	db, err := h.NewDecoder(testMaxPar)
 	if err != nil {
 		t.Fatal(err)

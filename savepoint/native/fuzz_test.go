@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"github.com/sfstate/sfstate/checkpoint/manifest"
 	"testing"
 
 	"github.com/sfstate/sfstate/savepoint/flinkwrite"
@@ -49,7 +50,7 @@ func FuzzDecodeEntry(f *testing.F) {
 		f.Fatal(err)
 	}
 	eh := testHandle(f, LayoutEngine, 0, 255)
-	eh.EngineStates = []EngineState{{Name: "v", Kind: "value"}, {Name: "l", Kind: "list"}, {Name: "m", Kind: "multiset"}, {Name: "_timer_state/event_t", Kind: "priority-queue"}}
+	eh.EngineStates = []manifest.StateInfo{{Name: "v", Kind: "value"}, {Name: "l", Kind: "list"}, {Name: "m", Kind: "multiset"}, {Name: "_timer_state/event_t", Kind: "priority-queue"}}
 	engineDec, err := eh.NewDecoder(testMaxPar)
 	if err != nil {
 		f.Fatal(err)

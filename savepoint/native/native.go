@@ -55,6 +55,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sfstate/sfstate/checkpoint/manifest"
 	"github.com/sfstate/sfstate/errclass"
 	"github.com/sfstate/sfstate/s3"
 	"github.com/sfstate/sfstate/savepoint"
@@ -71,45 +72,16 @@ const (
 	LayoutEngine Layout = "sfstate-engine"
 )
 
-// Engine manifest identification (written by the engine's checkpointer).
+// Limits of what is read into memory.
 const (
-	engineManifestName   = "manifest.json"
-	engineManifestFormat = "sfstate-native-checkpoint"
-	maxManifestBytes     = 256 << 20
-	maxFilesPerHandle    = 1 << 20
-	maxMetaBytes         = 64 << 20
+	maxManifestBytes  = 256 << 20
+	maxFilesPerHandle = 1 << 20
+	maxMetaBytes      = 64 << 20
 )
 
 // ErrFormat marks a malformed native snapshot (bad file names, sizes,
 // checksums, keys or values).
 var ErrFormat = errclass.New(errclass.ErrCorrupt, "native: invalid native snapshot")
-
-// EngineState is one state declared in an engine manifest.
-type EngineState struct {
-	Name      string `json:"name"`
-	Kind      string `json:"kind"`
-	TTLMillis int64  `json:"ttlMillis,omitempty"`
-}
-
-type engineObject struct {
-	Name string `json:"name"`
-	Key  string `json:"key"`
-	Size int64  `json:"size"`
-	CRC  uint32 `json:"crc32c"`
-}
-
-type engineManifest struct {
-	Format         string        `json:"format"`
-	Version        int           `json:"version"`
-	MaxParallelism int           `json:"maxParallelism"`
-	States         []EngineState `json:"states"`
-	Subtasks       []struct {
-		Index  int            `json:"index"`
-		Shared []engineObject `json:"shared"`
-		// Private files.
-		Private []engineObject `json:"private"`
-	} `json:"subtasks"`
-}
 
 // File is one file of a handle: its local name inside the RocksDB
 // directory and where its bytes are.
@@ -135,7 +107,7 @@ type Handle struct {
 	Files    []File
 	Layout   Layout
 	// EngineStates are the manifest's states (LayoutEngine only).
-	EngineStates []EngineState
+	EngineStates []manifest.StateInfo
 	// OutOfRange counts the entries Walk skipped because their key group
 	// lies outside the handle's range.
 	OutOfRange int64
@@ -163,7 +135,7 @@ func Open(ctx context.Context, sp *savepoint.Savepoint, o savepoint.ScanOptions)
 	}
 	if man != nil {
 		s.Layout = LayoutEngine
-		s.LayoutReason = fmt.Sprintf("%s (%s v%d) beside _metadata: sfstate engine layout", engineManifestName, man.Format, man.Version)
+		s.LayoutReason = fmt.Sprintf("%s (%s v%d) beside _metadata: sfstate engine layout", manifest.Name, man.Format, man.Version)
 	}
 	for _, op := range sp.Meta.Operators {
 		if o.Operator != "" && op.ID.String() != o.Operator {
@@ -192,10 +164,13 @@ func Open(ctx context.Context, sp *savepoint.Savepoint, o savepoint.ScanOptions)
 	return s, nil
 }
 
-func readEngineManifest(ctx context.Context, sp *savepoint.Savepoint) (*engineManifest, error) {
-	key := s3.JoinKey(sp.Dir, engineManifestName)
+// readEngineManifest reads the engine's checkpoint manifest beside sp's
+// `_metadata` (package checkpoint/manifest, validated against the
+// checkpoint id), nil when there is none or it is some other tool's.
+func readEngineManifest(ctx context.Context, sp *savepoint.Savepoint) (*manifest.Manifest, error) {
+	key := s3.JoinKey(sp.Dir, manifest.Name)
 	if sp.Dir == "" {
-		key = engineManifestName
+		key = manifest.Name
 	}
 	info, err := sp.Store.Stat(ctx, key)
 	if err != nil {
@@ -217,28 +192,27 @@ func readEngineManifest(ctx context.Context, sp *savepoint.Savepoint) (*engineMa
 	if err != nil {
 		return nil, fmt.Errorf("native: %s: %w", name, err)
 	}
-	var m engineManifest
-	if err := json.Unmarshal(b, &m); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrFormat, name, err)
+	var probe struct {
+		Format string `json:"format"`
 	}
-	if m.Format != engineManifestFormat {
+	if json.Unmarshal(b, &probe) == nil && probe.Format != manifest.Format {
 		// Some other tool's manifest: not ours, keep Flink's layout.
 		return nil, nil
 	}
-	if m.Version != 1 {
-		return nil, fmt.Errorf("%w: %s: manifest version %d is not supported", ErrFormat, name, m.Version)
-	}
-	return &m, nil
+	return manifest.Decode(b, name, sp.Meta.CheckpointID)
 }
 
 // attachCRCs copies the manifest's CRC-32C of every file of h's subtask.
-func (h *Handle) attachCRCs(m *engineManifest) error {
+func (h *Handle) attachCRCs(m *manifest.Manifest) error {
 	for _, st := range m.Subtasks {
 		if st.Index != h.Subtask {
 			continue
 		}
-		crcs := map[string]engineObject{}
-		for _, o := range append(append([]engineObject(nil), st.Shared...), st.Private...) {
+		crcs := map[string]manifest.Object{}
+		for _, o := range st.Shared {
+			crcs[o.Name] = o.Object
+		}
+		for _, o := range st.Private {
 			crcs[o.Name] = o
 		}
 		for i := range h.Files {

@@ -97,7 +97,7 @@ func ConvertNative(ctx context.Context, st s3.Storage, id int64, dst s3.Storage,
 	if hdr.KeySerializer != nil && strings.Contains(hdr.KeySerializer.Class, "BytePrimitiveArraySerializer") {
 		return nil, fmt.Errorf("%s: %w", sp.Name(), ErrNoSchema)
 	}
-	descs, err := m.StateDescs()
+	descs, err := checkpoint.StateDescs(m.States)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", checkpoint.ManifestKey(id), err)
 	}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sfstate/sfstate/checkpoint/manifest"
 	"github.com/sfstate/sfstate/convert"
 	"github.com/sfstate/sfstate/internal/progress"
 	"github.com/sfstate/sfstate/s3"
@@ -112,7 +113,7 @@ func runConvert(c *cli.Context) error {
 	if dir, _ := path.Split(sp.MetadataKey); dir != "" && !strings.Contains(strings.TrimSuffix(dir, "/"), "/") {
 		// The newest checkpoint of a job directory may be the engine's.
 		if id, ok := savepoint.CheckpointDirID(strings.TrimSuffix(dir, "/")); ok {
-			if _, err := sp.Store.Stat(ctx, dir+"manifest.json"); err == nil {
+			if _, err := sp.Store.Stat(ctx, dir+manifest.Name); err == nil {
 				return runConvertEngine(c, ctx, sp.Store, id, dstLoc)
 			}
 		}
