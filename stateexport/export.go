@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strings"
 
@@ -402,16 +401,12 @@ func (e *exporter) operatorHeaders(op *savepoint.OperatorState) ([]*keyed.StateM
 		if !ok || h.Delegate == nil {
 			continue
 		}
-		obj, err := e.sp.OpenStream(e.ctx, h.Delegate, 0)
+		hdr, err := e.sp.KeyedHeader(e.ctx, h)
 		if err != nil {
 			return nil, nil, err
 		}
-		if obj.Size() == 0 {
+		if hdr == nil {
 			continue
-		}
-		hdr, _, err := keyed.ReadHeader(io.NewSectionReader(obj, 0, obj.Size()), obj.Loc.Name)
-		if err != nil {
-			return nil, nil, err
 		}
 		for _, m := range hdr.States {
 			if _, ok := hdrs[m.Name]; ok {
