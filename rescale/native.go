@@ -2,9 +2,8 @@ package rescale
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"sort"
 
 	"github.com/sfstate/sfstate/checkpoint/manifest"
@@ -137,44 +136,18 @@ type NativePlan struct {
 // PlanFormat names the plan file format.
 const PlanFormat = "sfstate-native-rescale-plan/1"
 
-// maxManifestBytes bounds the manifest read.
-const maxManifestBytes = 256 << 20
-
 // ReadNativePlan reads the engine manifest beside src's `_metadata` and
 // plans a restore at newP. It returns (nil, nil) when there is no manifest
 // (a Flink native checkpoint).
 func ReadNativePlan(ctx context.Context, src *savepoint.Savepoint, newP int) (*NativePlan, error) {
 	key := s3.JoinKey(src.Dir, manifest.Name)
-	info, err := src.Store.Stat(ctx, key)
+	m, err := manifest.ReadKey(ctx, src.Store, key, src.Meta.CheckpointID)
 	if s3.IsNotExist(err) {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, fmt.Errorf("rescale: %s: %w", key, err)
+	if errors.Is(err, manifest.ErrForeign) {
+		return nil, fmt.Errorf("%w: %v", ErrUnsupported, err)
 	}
-	if info.Size > maxManifestBytes {
-		return nil, fmt.Errorf("%w: %s: %d bytes exceeds %d", savepoint.ErrFormat, key, info.Size, maxManifestBytes)
-	}
-	rc, err := src.Store.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("rescale: %s: %w", key, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, maxManifestBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("rescale: %s: %w", key, err)
-	}
-	var probe struct {
-		Format  string `json:"format"`
-		Version int    `json:"version"`
-	}
-	if err := json.Unmarshal(b, &probe); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", savepoint.ErrFormat, key, err)
-	}
-	if probe.Format != manifest.Format {
-		return nil, fmt.Errorf("%w: %s: format %q version %d is not an engine checkpoint manifest this tool reads", ErrUnsupported, key, probe.Format, probe.Version)
-	}
-	m, err := manifest.Decode(b, src.Store.String()+"/"+key, src.Meta.CheckpointID)
 	if err != nil {
 		return nil, fmt.Errorf("rescale: %w", err)
 	}

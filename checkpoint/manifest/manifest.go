@@ -20,6 +20,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path"
@@ -127,6 +128,10 @@ func Key(id int64) string { return Dir(id) + "/" + Name }
 // SharedPrefix holds the shared SST objects.
 const SharedPrefix = "shared/"
 
+// ErrForeign marks a manifest.json of another format (some other tool's
+// file beside a `_metadata`, not an engine checkpoint's).
+var ErrForeign = errors.New("not a native checkpoint manifest")
+
 // Encode is the manifest as written.
 func Encode(m *Manifest) ([]byte, error) {
 	return json.MarshalIndent(m, "", " ")
@@ -183,7 +188,7 @@ func Decode(b []byte, name string, id int64) (*Manifest, error) {
 
 func (m *Manifest) validate(id int64) error {
 	if m.Format != Format {
-		return fmt.Errorf("not a native checkpoint manifest (format %q)", m.Format)
+		return fmt.Errorf("%w (format %q)", ErrForeign, m.Format)
 	}
 	if m.Version < 1 {
 		return fmt.Errorf("manifest version %d invalid", m.Version)

@@ -45,7 +45,6 @@ package native
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -74,7 +73,6 @@ const (
 
 // Limits of what is read into memory.
 const (
-	maxManifestBytes  = 256 << 20
 	maxFilesPerHandle = 1 << 20
 	maxMetaBytes      = 64 << 20
 )
@@ -172,34 +170,12 @@ func readEngineManifest(ctx context.Context, sp *savepoint.Savepoint) (*manifest
 	if sp.Dir == "" {
 		key = manifest.Name
 	}
-	info, err := sp.Store.Stat(ctx, key)
-	if err != nil {
-		if s3.IsNotExist(err) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("native: %s: %w", key, err)
-	}
-	name := sp.Store.String() + "/" + key
-	if info.Size > maxManifestBytes {
-		return nil, fmt.Errorf("%w: %s: %d bytes exceeds %d", ErrFormat, name, info.Size, maxManifestBytes)
-	}
-	rc, err := sp.Store.Get(ctx, key)
-	if err != nil {
-		return nil, fmt.Errorf("native: %s: %w", name, err)
-	}
-	defer rc.Close()
-	b, err := io.ReadAll(io.LimitReader(rc, maxManifestBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("native: %s: %w", name, err)
-	}
-	var probe struct {
-		Format string `json:"format"`
-	}
-	if json.Unmarshal(b, &probe) == nil && probe.Format != manifest.Format {
-		// Some other tool's manifest: not ours, keep Flink's layout.
+	m, err := manifest.ReadKey(ctx, sp.Store, key, sp.Meta.CheckpointID)
+	if s3.IsNotExist(err) || errors.Is(err, manifest.ErrForeign) {
+		// No manifest, or some other tool's: keep Flink's layout.
 		return nil, nil
 	}
-	return manifest.Decode(b, name, sp.Meta.CheckpointID)
+	return m, err
 }
 
 // attachCRCs copies the manifest's CRC-32C of every file of h's subtask.
