@@ -31,6 +31,14 @@ func timestampText(typ *arrow.TimestampType) (func(b []byte, v arrow.Timestamp) 
 	if err != nil {
 		return nil, err
 	}
+	if typ.TimeZone == "" || typ.TimeZone == "UTC" {
+		perSec, err := unitsPerSecond(typ.Unit)
+		if err != nil {
+			return nil, err
+		}
+		utc := typ.TimeZone != ""
+		return func(b []byte, v arrow.Timestamp) []byte { return appendTimestamp(b, int64(v), perSec, utc) }, nil
+	}
 	return func(b []byte, v arrow.Timestamp) []byte {
 		t := toTime(v)
 		if t.Year() < 0 || t.Year() > 9999 {
@@ -44,6 +52,84 @@ func timestampText(typ *arrow.TimestampType) (func(b []byte, v arrow.Timestamp) 
 		}
 		return t.AppendFormat(b, layout)
 	}, nil
+}
+
+// unitsPerSecond is the count of unit in one second.
+func unitsPerSecond(u arrow.TimeUnit) (int64, error) {
+	switch u {
+	case arrow.Second:
+		return 1, nil
+	case arrow.Millisecond:
+		return 1e3, nil
+	case arrow.Microsecond:
+		return 1e6, nil
+	case arrow.Nanosecond:
+		return 1e9, nil
+	}
+	return 0, fmt.Errorf("stateexport: time unit %v", u)
+}
+
+// appendTimestamp appends v (perSec units per second since the epoch) as
+// time.Time.AppendFormat writes it in UTC with the layout
+// "2006-01-02T15:04:05.999999999" (no zone) or time.RFC3339Nano (utc: a
+// trailing Z): the fraction without trailing zeros, no dot when it is
+// zero; years outside 0..9999 as the plain integer. It is that layout
+// without going through time.Time (a calendar conversion per call).
+func appendTimestamp(b []byte, v, perSec int64, utc bool) []byte {
+	sec, frac := v/perSec, v%perSec
+	if frac < 0 {
+		sec, frac = sec-1, frac+perSec
+	}
+	days, rem := sec/86400, sec%86400
+	if rem < 0 {
+		days, rem = days-1, rem+86400
+	}
+	// Civil date from days since 1970-01-01 (proleptic Gregorian).
+	z := days + 719468
+	era := z / 146097
+	if z < 0 && z%146097 != 0 {
+		era--
+	}
+	doe := z - era*146097
+	yoe := (doe - doe/1460 + doe/36524 - doe/146096) / 365
+	y := yoe + era*400
+	doy := doe - (365*yoe + yoe/4 - yoe/100)
+	mp := (5*doy + 2) / 153
+	d := doy - (153*mp+2)/5 + 1
+	m := mp + 3
+	if m > 12 {
+		m -= 12
+	}
+	if m <= 2 {
+		y++
+	}
+	if y < 0 || y > 9999 {
+		return strconv.AppendInt(b, v, 10)
+	}
+	two := func(b []byte, n int64) []byte { return append(b, byte('0'+n/10), byte('0'+n%10)) }
+	b = two(two(b, y/100), y%100)
+	b = two(append(b, '-'), m)
+	b = two(append(b, '-'), d)
+	b = two(append(b, 'T'), rem/3600)
+	b = two(append(b, ':'), rem/60%60)
+	b = two(append(b, ':'), rem%60)
+	if frac != 0 {
+		ns := frac * (1e9 / perSec)
+		var digits [9]byte
+		for i := 8; i >= 0; i-- {
+			digits[i] = byte('0' + ns%10)
+			ns /= 10
+		}
+		n := 9
+		for digits[n-1] == '0' {
+			n--
+		}
+		b = append(append(b, '.'), digits[:n]...)
+	}
+	if utc {
+		b = append(b, 'Z')
+	}
+	return b
 }
 
 // plainText returns the formatter of integer and boolean columns, whose
@@ -83,7 +169,9 @@ func csvText(a arrow.Array) textCol {
 		return func(b []byte, i int) ([]byte, error) { return base64.StdEncoding.AppendEncode(b, x.Value(i)), nil }
 	case *array.Timestamp:
 		if f, err := timestampText(x.DataType().(*arrow.TimestampType)); err == nil {
-			return func(b []byte, i int) ([]byte, error) { return appendCSVField(b, string(f(nil, x.Value(i)))), nil }
+			// Time stamps need no quotes (digits, '-', ':', '.', 'T', 'Z'
+			// or a zone offset).
+			return func(b []byte, i int) ([]byte, error) { return f(b, x.Value(i)), nil }
 		}
 	}
 	return func(b []byte, i int) ([]byte, error) { return appendCSVField(b, a.ValueStr(i)), nil }

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -153,4 +155,54 @@ func compareLines(t *testing.T, what, got, want string) {
 		}
 	}
 	t.Fatalf("%s: %d lines, want %d", what, len(g), len(w))
+}
+
+// TestAppendTimestampMatchesTimeFormat compares the calendar arithmetic
+// of appendTimestamp with time.Time.AppendFormat for random instants of
+// every unit, with and without the UTC zone, near the epoch, at the
+// years 0 and 9999 and beyond them (plain integers).
+func TestAppendTimestampMatchesTimeFormat(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 7))
+	ref := func(v, perSec int64, utc bool) string {
+		sec, frac := v/perSec, v%perSec
+		if frac < 0 {
+			sec, frac = sec-1, frac+perSec
+		}
+		tm := time.Unix(sec, frac*(1e9/perSec)).UTC()
+		if tm.Year() < 0 || tm.Year() > 9999 {
+			return strconv.FormatInt(v, 10)
+		}
+		if utc {
+			return tm.Format(time.RFC3339Nano)
+		}
+		return tm.Format("2006-01-02T15:04:05.999999999")
+	}
+	const year0, year10000 = -62167219200, 253402300800 // seconds
+	for _, perSec := range []int64{1, 1e3, 1e6, 1e9} {
+		span := int64(math.MaxInt64)
+		if perSec == 1 {
+			span = 1 << 40
+		}
+		vals := []int64{0, -1, 1, perSec - 1, -perSec, year0 * perSec / perSec, (year10000 - 1) * min(perSec, 1e3), 951782400 * perSec}
+		if perSec <= 1e6 {
+			vals = append(vals, year0*perSec, year0*perSec-1, year10000*perSec, year10000*perSec-1)
+		}
+		for i := 0; i < 20000; i++ {
+			switch i % 3 {
+			case 0:
+				vals = append(vals, rng.Int64N(span)-span/2)
+			case 1:
+				vals = append(vals, (rng.Int64N(1<<33)-1<<32)*perSec+rng.Int64N(perSec))
+			default:
+				vals = append(vals, rng.Int64N(4e9)*perSec-2e9*perSec)
+			}
+		}
+		for _, v := range vals {
+			for _, utc := range []bool{false, true} {
+				if got, want := string(appendTimestamp(nil, v, perSec, utc)), ref(v, perSec, utc); got != want {
+					t.Fatalf("%d units of 1/%d s (utc %v): %s, want %s", v, perSec, utc, got, want)
+				}
+			}
+		}
+	}
 }
