@@ -89,3 +89,36 @@ func decodeJSONCopy(src *Manifest, dst *Manifest) error {
 	*dst = *m
 	return nil
 }
+
+// FuzzDecode: any bytes decode to a manifest that passed validation or to
+// a classed error naming the manifest, never a panic.
+func FuzzDecode(f *testing.F) {
+	good := &Manifest{Format: Format, Version: 1, CheckpointID: 3, MaxParallelism: 128,
+		States: []StateInfo{{Name: "s", Kind: "value"}},
+		Subtasks: []Subtask{{Index: 0, StartKeyGroup: 0, EndKeyGroup: 127,
+			Shared:  []SSTEntry{{Object: Object{Name: "000009.sst", Key: "shared/x-000009.sst", Size: 10}, FirstKeyGroup: 0, LastKeyGroup: 5}},
+			Private: []Object{{Name: "CURRENT", Key: "chk-3/task-0/CURRENT", Size: 16}}}}}
+	b, err := Encode(good)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add([]byte(`{"format":"other"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Decode(b, "m", 3)
+		if err != nil {
+			if !errors.Is(err, errclass.ErrCorrupt) && !errors.Is(err, errclass.ErrUnsupported) {
+				t.Fatalf("unclassed error: %v", err)
+			}
+			if file, _ := errclass.Position(err); file != "m" {
+				t.Fatalf("error names %q: %v", file, err)
+			}
+			return
+		}
+		for _, s := range m.Subtasks {
+			if s.StartKeyGroup < 0 || s.EndKeyGroup >= m.MaxParallelism {
+				t.Fatalf("accepted subtask range [%d, %d] of max parallelism %d", s.StartKeyGroup, s.EndKeyGroup, m.MaxParallelism)
+			}
+		}
+	})
+}

@@ -12,8 +12,9 @@ import (
 )
 
 // fuzzFamilies are the column families of testHandle, indexed by the
-// fuzzer's cf byte; "default" and an undeclared family are included.
-var fuzzFamilies = []string{"v", "l", "m", "_timer_state/event_t", "default", "other"}
+// fuzzer's cf byte; "default" and an undeclared family are included, and
+// the engine's two join-record states (declared for the engine decoder).
+var fuzzFamilies = []string{"v", "l", "m", "_timer_state/event_t", "default", "other", bucketStateName, recordStateName}
 
 // FuzzDecodeEntry decodes one fuzzed RocksDB entry (column family, key,
 // value) of a native snapshot in both layouts. Every outcome must be an
@@ -45,12 +46,21 @@ func FuzzDecodeEntry(f *testing.F) {
 	f.Add(true, uint8(1), engineKey(8, []byte("k"), []byte("n"), nil), append(append([]byte(nil), ts...), 1, 'a', 2, 'b', 'c'))
 	f.Add(true, uint8(2), engineKey(9, []byte("k"), nil, []byte("uk")), binary.BigEndian.AppendUint64(append([]byte(nil), ts...), 3))
 	f.Add(true, uint8(3), append(binary.BigEndian.AppendUint64([]byte{0, 10}, 1<<63), 'e'), []byte(nil))
+	jk := []byte{0, 9, 1, 2, 'j', 'k'}
+	f.Add(true, uint8(6), jk, append(append([]byte(nil), ts...), 1, 1, 3))
+	f.Add(true, uint8(7), append(jk, 'r', 'o', 'w'), binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint64(append([]byte(nil), ts...), 2), 1))
 	flinkDec, err := testHandle(f, LayoutFlink, 128, 255).NewDecoder(testMaxPar)
 	if err != nil {
 		f.Fatal(err)
 	}
 	eh := testHandle(f, LayoutEngine, 0, 255)
-	eh.EngineStates = []manifest.StateInfo{{Name: "v", Kind: "value"}, {Name: "l", Kind: "list"}, {Name: "m", Kind: "multiset"}, {Name: "_timer_state/event_t", Kind: "priority-queue"}}
+	eh.EngineStates = []manifest.StateInfo{{Name: "v", Kind: "value"}, {Name: "l", Kind: "list"}, {Name: "m", Kind: "multiset"}, {Name: "_timer_state/event_t", Kind: "priority-queue"},
+		{Name: bucketStateName, Kind: "value"}, {Name: recordStateName, Kind: "map"}}
+	for _, n := range []string{bucketStateName, recordStateName} {
+		j := *eh.Header.States[0]
+		j.Name = n
+		eh.Header.States = append(eh.Header.States, &j)
+	}
 	engineDec, err := eh.NewDecoder(testMaxPar)
 	if err != nil {
 		f.Fatal(err)
