@@ -517,3 +517,83 @@ func TestInterruptExportS3(t *testing.T) {
 		}
 	}
 }
+
+// TestInterruptConvertS3: a conversion whose output goes to S3, stopped
+// by SIGINT or SIGTERM once its data file is stored, leaves no object and no pending
+// multipart upload under its prefix; a killed one publishes no
+// `_metadata`, and after gc a rerun writes what an undisturbed run writes.
+func TestInterruptConvertS3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 gateway and Toxiproxy, converts in child processes")
+	}
+	src := t.TempDir()
+	if _, err := scanbench.GenerateLayout(src, 100_000, true); err != nil {
+		t.Fatal(err)
+	}
+	r := newCmdFaultRig(t)
+	args := func(prefix string) []string {
+		return []string{"--s3-endpoint", r.endpoint, "convert", "--to", "canonical", "--out", r.url(prefix), src}
+	}
+	list := func(prefix string) []string {
+		objs, err := r.srv.Store.List(r.ctx, prefix+"/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var keys []string
+		for _, o := range objs {
+			keys = append(keys, o.Key)
+		}
+		return keys
+	}
+	r.ctr.Arm(nil)
+	if o, e, code := runKG(t, args("clean")...); code != ExitOK {
+		t.Fatalf("clean run: exit %d\n%s%s", code, o, e)
+	}
+	n, _ := r.ctr.Disarm()
+	t.Logf("clean run: %+v", n)
+	if n.Writes == 0 {
+		t.Fatalf("the conversion wrote nothing: %+v", n)
+	}
+	want := r.hashes(t, "clean")
+	// Stopped once the data file is stored (the sums file and `_metadata`
+	// come after it).
+	stored := func(prefix string) func() bool { return func() bool { return len(list(prefix)) > 0 } }
+	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
+		prefix := "int-" + sig.String()
+		r.ctr.Arm(nil)
+		c := startChild(t, args(prefix)...)
+		c.interrupted(t, c.stopWhen(t, sig, stored(prefix)))
+		r.ctr.Disarm()
+		if ups := r.pendingUploads(t); len(ups) > 0 {
+			t.Fatalf("%v: pending multipart uploads %v", sig, ups)
+		}
+		if left := list(prefix); len(left) > 0 {
+			t.Fatalf("%v: interrupted run left %v", sig, left)
+		}
+	}
+	prefix := "kill"
+	r.ctr.Arm(nil)
+	c := startChild(t, args(prefix)...)
+	c.stopWhen(t, syscall.SIGKILL, stored(prefix))
+	r.ctr.Disarm()
+	if r.exists(t, prefix+"/"+savepoint.MetadataName) {
+		t.Fatalf("killed run published %s/_metadata", prefix)
+	}
+	t.Logf("killed run left %v, pending uploads %v", list(prefix), r.pendingUploads(t))
+	gcNow(t, []string{"--s3-endpoint", r.srv.Endpoint}, r.url(prefix))
+	if ups := r.pendingUploads(t); len(ups) > 0 {
+		t.Fatalf("pending uploads after gc: %v", ups)
+	}
+	if o, e, code := runKG(t, args(prefix)...); code != ExitOK {
+		t.Fatalf("rerun: exit %d\n%s%s", code, o, e)
+	}
+	got := r.hashes(t, prefix)
+	if len(got) != len(want) {
+		t.Fatalf("rerun wrote %d objects, a clean run %d", len(got), len(want))
+	}
+	for k, h := range want {
+		if got[prefix+strings.TrimPrefix(k, "clean")] != h {
+			t.Errorf("rerun: %s differs from a clean run", k)
+		}
+	}
+}
