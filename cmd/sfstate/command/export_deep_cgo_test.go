@@ -3,6 +3,8 @@
 package command
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -10,6 +12,9 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/sfstate/sfstate/internal/testutil"
+	"github.com/sfstate/sfstate/s3"
 )
 
 // exportTables reads a JSON-lines export: per table directory, its rows
@@ -110,5 +115,55 @@ func TestExportDeepNativeEqualsCanonicalTwin(t *testing.T) {
 	}
 	if len(man.Notes) != 4 || !strings.Contains(man.Notes[0], "--deep") {
 		t.Fatalf("notes without --deep: %q", man.Notes)
+	}
+}
+
+// TestExportDeepFromS3 exports the RocksDB native fixture stored on S3
+// (versitygw) with --deep: its SST files are fetched from the bucket and
+// the tables equal those of the canonical twin, as from a local copy.
+func TestExportDeepFromS3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts an S3 gateway")
+	}
+	srv := testutil.StartVersitygw(t)
+	ctx := context.Background()
+	st, err := srv.NewStore(ctx, "", s3.S3Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("AWS_ACCESS_KEY_ID", srv.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", srv.SecretKey)
+	t.Setenv("AWS_REGION", srv.Region)
+	t.Setenv("SFSTATE_S3_ENDPOINT", srv.Endpoint)
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	src := fixtureSavepoint(t, "flink1.20-rocksdb-NATIVE-incremental-for-contrast")
+	ents, err := os.ReadDir(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		b, err := os.ReadFile(filepath.Join(src, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put(ctx, "native/"+e.Name(), bytes.NewReader(b), int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deep := filepath.Join(t.TempDir(), "deep")
+	if _, errOut, code := run(t, "export", "--deep", "--format", "jsonl", "--out", deep, "s3://"+srv.Bucket+"/native"); code != ExitOK {
+		t.Fatalf("export --deep from S3: exit %d: %s", code, errOut)
+	}
+	twin := filepath.Join(t.TempDir(), "twin")
+	if _, errOut, code := run(t, "export", "--format", "jsonl", "--out", twin, fixtureSavepoint(t, "flink1.20-rocksdb-canonical-valuestate-timers")); code != ExitOK {
+		t.Fatalf("export of the twin: exit %d: %s", code, errOut)
+	}
+	got, want := exportTables(t, deep), exportTables(t, twin)
+	if len(got) != 10 || !reflect.DeepEqual(got, want) {
+		t.Fatalf("--deep export from S3 (%d tables) differs from the twin's (%d tables)", len(got), len(want))
+	}
+	if left, _ := filepath.Glob(filepath.Join(tmp, "sfstate-native-*")); len(left) != 0 {
+		t.Fatalf("download directories left behind: %v", left)
 	}
 }
