@@ -113,6 +113,21 @@ func (r *cmdFaultRig) get(t *testing.T, key string) []byte {
 	return b
 }
 
+// keys lists the object keys under prefix/ (directly, not through the
+// proxy).
+func (r *cmdFaultRig) keys(t *testing.T, prefix string) []string {
+	t.Helper()
+	objs, err := r.srv.Store.List(r.ctx, prefix+"/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, o := range objs {
+		keys = append(keys, o.Key)
+	}
+	return keys
+}
+
 func (r *cmdFaultRig) exists(t *testing.T, key string) bool {
 	t.Helper()
 	_, err := r.srv.Store.Stat(r.ctx, key)

@@ -421,17 +421,6 @@ func TestInterruptExportS3(t *testing.T) {
 	args := func(prefix string) []string {
 		return []string{"--s3-endpoint", r.endpoint, "export", "--format", "jsonl", "--out", r.url(prefix), src}
 	}
-	list := func(prefix string) []string {
-		objs, err := r.srv.Store.List(r.ctx, prefix+"/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var keys []string
-		for _, o := range objs {
-			keys = append(keys, o.Key)
-		}
-		return keys
-	}
 	r.ctr.Arm(nil)
 	start := time.Now()
 	if o, e, code := runKG(t, args("clean")...); code != ExitOK {
@@ -475,7 +464,7 @@ func TestInterruptExportS3(t *testing.T) {
 		if ups := r.pendingUploads(t); len(ups) > 0 {
 			t.Fatalf("%v: pending multipart uploads %v", sig, ups)
 		}
-		if left := list(prefix); len(left) > 0 {
+		if left := r.keys(t, prefix); len(left) > 0 {
 			t.Fatalf("%v: interrupted run left %v", sig, left)
 		}
 	}
@@ -489,7 +478,7 @@ func TestInterruptExportS3(t *testing.T) {
 		t.Fatalf("killed run published %s", mkey)
 	}
 	ups := r.pendingUploads(t)
-	t.Logf("killed run left %v and pending uploads %v", list(prefix), ups)
+	t.Logf("killed run left %v and pending uploads %v", r.keys(t, prefix), ups)
 	if len(ups) > 0 {
 		// A fresh upload may be another writer's, still running: kept.
 		o, e, code := runKG(t, "--s3-endpoint", r.srv.Endpoint, "gc", r.url(prefix))
@@ -534,17 +523,6 @@ func TestInterruptConvertS3(t *testing.T) {
 	args := func(prefix string) []string {
 		return []string{"--s3-endpoint", r.endpoint, "convert", "--to", "canonical", "--out", r.url(prefix), src}
 	}
-	list := func(prefix string) []string {
-		objs, err := r.srv.Store.List(r.ctx, prefix+"/")
-		if err != nil {
-			t.Fatal(err)
-		}
-		var keys []string
-		for _, o := range objs {
-			keys = append(keys, o.Key)
-		}
-		return keys
-	}
 	r.ctr.Arm(nil)
 	if o, e, code := runKG(t, args("clean")...); code != ExitOK {
 		t.Fatalf("clean run: exit %d\n%s%s", code, o, e)
@@ -557,7 +535,7 @@ func TestInterruptConvertS3(t *testing.T) {
 	want := r.hashes(t, "clean")
 	// Stopped once the data file is stored (the sums file and `_metadata`
 	// come after it).
-	stored := func(prefix string) func() bool { return func() bool { return len(list(prefix)) > 0 } }
+	stored := func(prefix string) func() bool { return func() bool { return len(r.keys(t, prefix)) > 0 } }
 	for _, sig := range []syscall.Signal{syscall.SIGINT, syscall.SIGTERM} {
 		prefix := "int-" + sig.String()
 		r.ctr.Arm(nil)
@@ -567,7 +545,7 @@ func TestInterruptConvertS3(t *testing.T) {
 		if ups := r.pendingUploads(t); len(ups) > 0 {
 			t.Fatalf("%v: pending multipart uploads %v", sig, ups)
 		}
-		if left := list(prefix); len(left) > 0 {
+		if left := r.keys(t, prefix); len(left) > 0 {
 			t.Fatalf("%v: interrupted run left %v", sig, left)
 		}
 	}
@@ -579,7 +557,7 @@ func TestInterruptConvertS3(t *testing.T) {
 	if r.exists(t, prefix+"/"+savepoint.MetadataName) {
 		t.Fatalf("killed run published %s/_metadata", prefix)
 	}
-	t.Logf("killed run left %v, pending uploads %v", list(prefix), r.pendingUploads(t))
+	t.Logf("killed run left %v, pending uploads %v", r.keys(t, prefix), r.pendingUploads(t))
 	gcNow(t, []string{"--s3-endpoint", r.srv.Endpoint}, r.url(prefix))
 	if ups := r.pendingUploads(t); len(ups) > 0 {
 		t.Fatalf("pending uploads after gc: %v", ups)
