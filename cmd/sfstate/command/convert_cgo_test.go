@@ -111,20 +111,8 @@ func TestConvertCLIS3(t *testing.T) {
 	t.Setenv("TMPDIR", tmp)
 	for i, p := range convertPairs {
 		src := fixtureSavepoint(t, p.native)
-		ents, err := os.ReadDir(src)
-		if err != nil {
-			t.Fatal(err)
-		}
 		prefix := "native" + string(rune('a'+i))
-		for _, e := range ents {
-			b, err := os.ReadFile(filepath.Join(src, e.Name()))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := st.Put(ctx, prefix+"/"+e.Name(), bytes.NewReader(b), int64(len(b))); err != nil {
-				t.Fatal(err)
-			}
-		}
+		putDir(t, st, src, prefix)
 		srcURL := "s3://" + srv.Bucket + "/" + prefix
 		dstURL := "s3://" + srv.Bucket + "/converted-" + prefix
 		if _, errOut, code := run(t, "convert", srcURL, "--to", "canonical", "--out", dstURL); code != ExitOK {

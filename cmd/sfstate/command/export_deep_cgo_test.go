@@ -137,20 +137,7 @@ func TestExportDeepFromS3(t *testing.T) {
 	t.Setenv("SFSTATE_S3_ENDPOINT", srv.Endpoint)
 	tmp := t.TempDir()
 	t.Setenv("TMPDIR", tmp)
-	src := fixtureSavepoint(t, "flink1.20-rocksdb-NATIVE-incremental-for-contrast")
-	ents, err := os.ReadDir(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range ents {
-		b, err := os.ReadFile(filepath.Join(src, e.Name()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := st.Put(ctx, "native/"+e.Name(), bytes.NewReader(b), int64(len(b))); err != nil {
-			t.Fatal(err)
-		}
-	}
+	putDir(t, st, fixtureSavepoint(t, "flink1.20-rocksdb-NATIVE-incremental-for-contrast"), "native")
 	deep := filepath.Join(t.TempDir(), "deep")
 	if _, errOut, code := run(t, "export", "--deep", "--format", "jsonl", "--out", deep, "s3://"+srv.Bucket+"/native"); code != ExitOK {
 		t.Fatalf("export --deep from S3: exit %d: %s", code, errOut)
@@ -165,5 +152,27 @@ func TestExportDeepFromS3(t *testing.T) {
 	}
 	if left, _ := filepath.Glob(filepath.Join(tmp, "sfstate-native-*")); len(left) != 0 {
 		t.Fatalf("download directories left behind: %v", left)
+	}
+}
+
+// putDir stores the files of dir (not its subdirectories) under prefix/
+// of st.
+func putDir(t *testing.T, st s3.Storage, dir, prefix string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if e.IsDir() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Put(context.Background(), prefix+"/"+e.Name(), bytes.NewReader(b), int64(len(b))); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
